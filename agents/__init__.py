@@ -1,0 +1,1 @@
+"""Agents (scripted, LLM) and recovery methods (Gymnasium wrappers)."""

@@ -1,0 +1,1 @@
+"""Shared machinery for domain services: storage, commit log, idempotency, admin API."""

@@ -1,0 +1,127 @@
+"""App factory: the public API (behind the fault proxy) and the admin API (never proxied)."""
+
+from __future__ import annotations
+
+import hashlib
+import os
+from typing import Any
+
+from fastapi import APIRouter, FastAPI, Request
+from fastapi.responses import JSONResponse
+from pydantic import BaseModel, Field
+from sqlalchemy import delete, select
+from sqlalchemy.orm import Session
+from starlette.middleware.base import BaseHTTPMiddleware, RequestResponseEndpoint
+from starlette.responses import Response
+
+from .context import IDEMPOTENCY_MODES, DomainService, ServiceContext, scalar_rows
+from .db import CommitLog, IdempotencyRecord, Meta, canonical_json
+
+MAX_BODY_BYTES = 1 << 20
+
+
+class BodyLimit(BaseHTTPMiddleware):
+    """Refuse oversized bodies with 413 before they are parsed."""
+
+    async def dispatch(self, request: Request, call_next: RequestResponseEndpoint) -> Response:
+        length = request.headers.get("content-length")
+        if length is not None and (not length.isdigit() or int(length) > MAX_BODY_BYTES):
+            return JSONResponse(
+                status_code=413,
+                content={"error": {"type": "payload_too_large", "message": "body over 1 MiB"}},
+            )
+        return await call_next(request)
+
+
+def create_public_app(ctx: ServiceContext) -> FastAPI:
+    app = FastAPI(title=ctx.domain.title, version="1.0.0")
+    app.state.ctx = ctx
+    app.add_middleware(BodyLimit)
+    for router in ctx.domain.routers:
+        app.include_router(router)
+    return app
+
+
+class ResetRequest(BaseModel):
+    seed: int = Field(ge=0, lt=2**63)
+
+
+class ConfigRequest(BaseModel):
+    idempotency_mode: str | None = None
+
+
+def dump_state(ctx: ServiceContext) -> dict[str, Any]:
+    with Session(ctx.engine) as s:
+        tables = {t.name: scalar_rows(s, t) for t in ctx.domain.tables}
+        extra = ctx.domain.extra_state(s)
+    state: dict[str, Any] = {"tables": tables, "extra": extra}
+    state["partial"] = ctx.domain.partial_state(state)
+    state["hash"] = hashlib.sha256(canonical_json({"t": tables, "e": extra}).encode()).hexdigest()
+    return state
+
+
+def reset_state(ctx: ServiceContext, seed: int) -> None:
+    """Restore the seeded initial state in place: no restart, milliseconds."""
+    with Session(ctx.engine) as s, s.begin():
+        ctx.domain.wipe_extra(s)
+        for table in reversed(ctx.domain.tables):
+            s.execute(delete(table))
+        for model in (CommitLog, IdempotencyRecord, Meta):
+            s.execute(delete(model))
+        s.add(Meta(key="seed", value=str(seed)))
+        ctx.domain.seed_state(s, seed)
+
+
+def create_admin_app(ctx: ServiceContext) -> FastAPI:
+    app = FastAPI(title=f"{ctx.domain.title} admin", version="1.0.0")
+    app.state.ctx = ctx
+    router = APIRouter(prefix="/admin")
+
+    @router.get("/health")
+    def health() -> dict[str, Any]:
+        return {"ok": True, "domain": ctx.domain.name, "pid": os.getpid()}
+
+    @router.post("/reset")
+    def reset(body: ResetRequest) -> dict[str, Any]:
+        reset_state(ctx, body.seed)
+        return {"ok": True, "hash": dump_state(ctx)["hash"]}
+
+    @router.get("/state")
+    def state() -> dict[str, Any]:
+        return dump_state(ctx)
+
+    @router.get("/commit-log")
+    def commit_log() -> list[dict[str, Any]]:
+        with Session(ctx.engine) as s:
+            rows = s.scalars(select(CommitLog).order_by(CommitLog.seq)).all()
+            return [
+                {
+                    "seq": r.seq,
+                    "op": r.op,
+                    "effect_class": r.effect_class,
+                    "identity": r.identity,
+                    "args": r.args,
+                    "at": r.at,
+                    "idempotency_key": r.idempotency_key,
+                    "compensation": r.compensation,
+                }
+                for r in rows
+            ]
+
+    @router.post("/config")
+    def config(body: ConfigRequest) -> Any:
+        if body.idempotency_mode is not None:
+            if body.idempotency_mode not in IDEMPOTENCY_MODES:
+                return JSONResponse(
+                    status_code=422,
+                    content={"error": f"idempotency_mode must be one of {IDEMPOTENCY_MODES}"},
+                )
+            ctx.set_idempotency_mode(body.idempotency_mode)
+        return {"idempotency_mode": ctx.idempotency_mode}
+
+    app.include_router(router)
+    return app
+
+
+def create_apps(domain: DomainService, ctx: ServiceContext) -> tuple[FastAPI, FastAPI]:
+    return create_public_app(ctx), create_admin_app(ctx)

@@ -1,0 +1,119 @@
+"""Per-service state shared by the public and admin apps: engine, seed, clock, ids, config."""
+
+from __future__ import annotations
+
+import hashlib
+import os
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from datetime import UTC, datetime, timedelta
+from pathlib import Path
+from typing import Any
+
+from fastapi import APIRouter, Request
+from sqlalchemy import Engine, Table, select
+from sqlalchemy.orm import Session
+
+from .db import Base, Meta, ServiceConfig, make_engine
+
+#: Exit status of a service that stopped at an armed crash point (EX_TEMPFAIL).
+CRASH_EXIT_CODE = 75
+CRASH_HEADER = "x-undobench-crash-point"
+EPOCH = datetime(2026, 1, 1, tzinfo=UTC)
+IDEMPOTENCY_MODES = ("native", "all", "none")
+
+
+@dataclass
+class DomainService:
+    """What a domain plugs into the shared service machinery."""
+
+    name: str
+    title: str
+    routers: list[APIRouter]
+    tables: list[Table]
+    seed_state: Callable[[Session, int], None]
+    partial_state: Callable[[dict[str, Any]], list[str]] = lambda _state: []
+    extra_state: Callable[[Session], dict[str, Any]] = lambda _s: {}
+    wipe_extra: Callable[[Session], None] = lambda _s: None
+
+
+@dataclass
+class ServiceContext:
+    domain: DomainService
+    engine: Engine
+    idempotency_mode: str = "native"
+    crash_points_enabled: bool = True
+    started_at: float = field(default=0.0)
+
+    @classmethod
+    def open(cls, domain: DomainService, data_dir: Path) -> ServiceContext:
+        data_dir.mkdir(parents=True, exist_ok=True)
+        engine = make_engine(data_dir / f"{domain.name}.sqlite")
+        harness = [Base.metadata.tables[n] for n in ("commit_log", "meta", "service_config")]
+        harness.append(Base.metadata.tables["idempotency_keys"])
+        Base.metadata.create_all(engine, tables=[*harness, *domain.tables])
+        ctx = cls(domain=domain, engine=engine)
+        with Session(engine) as s:
+            row = s.get(ServiceConfig, "idempotency_mode")
+            if row is not None:
+                ctx.idempotency_mode = row.value
+        return ctx
+
+    def set_idempotency_mode(self, mode: str) -> None:
+        with Session(self.engine) as s, s.begin():
+            s.merge(ServiceConfig(key="idempotency_mode", value=mode))
+        self.idempotency_mode = mode
+
+
+def get_ctx(request: Request) -> ServiceContext:
+    ctx: ServiceContext = request.app.state.ctx
+    return ctx
+
+
+def _meta_get(session: Session, key: str, default: str) -> str:
+    row = session.get(Meta, key)
+    return default if row is None else row.value
+
+
+def _meta_set(session: Session, key: str, value: str) -> None:
+    session.merge(Meta(key=key, value=value))
+
+
+def seed_of(session: Session) -> int:
+    return int(_meta_get(session, "seed", "0"))
+
+
+def next_counter(session: Session, name: str) -> int:
+    value = int(_meta_get(session, f"counter:{name}", "0")) + 1
+    _meta_set(session, f"counter:{name}", str(value))
+    return value
+
+
+def now(session: Session) -> str:
+    """Virtual clock: one second per call, persisted so a crash restart keeps time."""
+    ticks = next_counter(session, "clock")
+    return (EPOCH + timedelta(seconds=ticks)).strftime("%Y-%m-%dT%H:%M:%SZ")
+
+
+def new_id(session: Session, prefix: str) -> str:
+    """Stripe-looking ids that are a pure function of (seed, prefix, counter)."""
+    n = next_counter(session, f"id:{prefix}")
+    digest = hashlib.sha256(f"{seed_of(session)}:{prefix}:{n}".encode()).hexdigest()
+    return f"{prefix}_{digest[:14]}"
+
+
+def maybe_crash(request: Request, point: str) -> None:
+    """Exit the process for real at a crash point the fault proxy armed on this request.
+
+    Everything committed before this line stays on disk: that is the partial state a
+    DURING_MUTATION fault is meant to leave behind.
+    """
+    ctx = get_ctx(request)
+    if ctx.crash_points_enabled and request.headers.get(CRASH_HEADER) == point:
+        os._exit(CRASH_EXIT_CODE)
+
+
+def scalar_rows(session: Session, table: Table) -> list[dict[str, Any]]:
+    pk = list(table.primary_key.columns)
+    rows = session.execute(select(table).order_by(*pk)).mappings().all()
+    return [dict(r) for r in rows]

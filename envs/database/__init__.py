@@ -1,0 +1,1 @@
+"""Database: a business-data REST API over SQLite (accounts, orders, dividends, migrations)."""

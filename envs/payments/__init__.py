@@ -1,0 +1,1 @@
+"""Payments: a Stripe-like API (customers, charges, refunds, subscriptions, payouts, wires)."""

@@ -1,0 +1,1 @@
+"""mitmproxy addons that make a stack's fault proxy: one concern per addon."""

@@ -1,0 +1,86 @@
+"""The proxy's control API on its own port (never the agent's): episodes, plans, wire log.
+
+It runs uvicorn in a thread of the mitmdump process and shares `EpisodeState` under its
+lock, so the agent-facing event loop never waits on it.
+"""
+
+from __future__ import annotations
+
+import threading
+from typing import Any
+
+import uvicorn
+from fastapi import FastAPI, HTTPException
+from mitmproxy import ctx
+from pydantic import BaseModel
+
+from .state import STATE, EpisodeState, FaultPlan
+
+
+class EpisodeIn(BaseModel):
+    episode_id: str
+    plan: dict[str, Any] | None = None
+
+
+class RoutesIn(BaseModel):
+    tools: list[dict[str, Any]]
+
+
+def create_control_app(state: EpisodeState) -> FastAPI:
+    app = FastAPI(title="UndoBench fault proxy control")
+
+    @app.get("/control/health")
+    def health() -> dict[str, Any]:
+        return {"ok": True, "episode_id": state.episode_id}
+
+    @app.post("/control/tools")
+    def tools(body: RoutesIn) -> dict[str, int]:
+        state.set_routes(body.tools)
+        return {"tools": len(body.tools)}
+
+    @app.post("/control/episode")
+    def episode(body: EpisodeIn) -> dict[str, Any]:
+        try:
+            plan = FaultPlan.from_json(body.plan) if body.plan else None
+        except (TypeError, ValueError) as exc:
+            raise HTTPException(422, f"bad fault plan: {exc}") from exc
+        state.begin(body.episode_id, plan)
+        return {"episode_id": body.episode_id, "armed": plan is not None}
+
+    @app.get("/control/wire")
+    def wire() -> dict[str, Any]:
+        return state.snapshot()
+
+    return app
+
+
+class ControlServer:
+    def __init__(self, state: EpisodeState = STATE) -> None:
+        self.state = state
+        self.server: uvicorn.Server | None = None
+        self.thread: threading.Thread | None = None
+
+    def load(self, loader: object) -> None:
+        loader.add_option(  # type: ignore[attr-defined]
+            "undobench_control_port", int, 0, "port of the control API (0: disabled)"
+        )
+        loader.add_option(  # type: ignore[attr-defined]
+            "undobench_control_host", str, "127.0.0.1", "host of the control API"
+        )
+
+    def running(self) -> None:
+        port = ctx.options.undobench_control_port
+        if not port or self.server is not None:
+            return
+        config = uvicorn.Config(
+            create_control_app(self.state), host=ctx.options.undobench_control_host, port=port,
+            log_level="warning", access_log=False, lifespan="off",
+        )
+        self.server = uvicorn.Server(config)
+        self.thread = threading.Thread(target=self.server.run, name="undobench-control",
+                                       daemon=True)
+        self.thread.start()
+
+    def done(self) -> None:
+        if self.server is not None:
+            self.server.should_exit = True

@@ -1,0 +1,105 @@
+"""Inject the episode's one fault at its planned boundary.
+
+`drop_request` answers or kills in the `request` hook, so the call never reaches the
+service (PRE_MUTATION). `drop_response` lets the service commit, then loses the reply in
+the `response` hook (POST_MUTATION_PRE_ACK). `crash` arms a named crash point on the
+forwarded request; the service exits there for real and the `error` hook presents the
+broken connection (DURING_MUTATION). Failures look like a real gateway's, never like
+mitmproxy's own 502 page.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from typing import Any
+
+from mitmproxy import http
+
+from .state import CRASH_HEADER, STATE, EpisodeState
+
+GATEWAY_BODIES = {
+    502: "upstream connect error or disconnect/reset before headers. reset reason: "
+    "connection termination",
+    503: "upstream connect error or disconnect/reset before headers. reset reason: "
+    "connection failure",
+}
+
+
+def gateway_response(code: int) -> http.Response:
+    return http.Response.make(code, GATEWAY_BODIES[code], {"content-type": "text/plain"})
+
+
+class FaultInjector:
+    def __init__(self, state: EpisodeState = STATE) -> None:
+        self.state = state
+
+    def _record(self, flow: http.HTTPFlow, stage: str, **extra: Any) -> None:
+        plan = self.state.plan
+        assert plan is not None
+        record = {
+            "scenario": plan.scenario,
+            "action": plan.action,
+            "stage": stage,
+            "index": flow.metadata.get("ub_index"),
+            "tool": flow.metadata.get("ub_tool"),
+            "visible_error": plan.visible_error,
+            **extra,
+        }
+        flow.metadata["ub_fault"] = record
+        self.state.mark_fired(record)
+
+    async def _present(self, flow: http.HTTPFlow, visible_error: str, timeout_s: float) -> None:
+        """Show the failure the way a client of a real gateway sees it."""
+        if visible_error == "http_503":
+            flow.response = gateway_response(503)
+        elif visible_error == "http_502":
+            flow.response = gateway_response(502)
+        elif visible_error == "timeout":
+            await asyncio.sleep(timeout_s)
+            flow.kill()
+        else:
+            flow.kill()
+
+    async def request(self, flow: http.HTTPFlow) -> None:
+        plan = self.state.plan
+        if plan is None or self.state.fired or flow.metadata.get("ub_index") is None:
+            return
+        if not plan.matches(flow.metadata["ub_index"], flow.metadata["ub_tool"],
+                            flow.metadata["ub_nth"]):
+            return
+        if plan.action == "drop_request":
+            flow.metadata["ub_forwarded"] = False
+            self._record(flow, "request")
+            await self._present(flow, plan.visible_error, plan.timeout_s)
+        elif plan.action == "drop_response":
+            flow.metadata["ub_drop_response"] = True
+        elif plan.action == "crash":
+            assert plan.crash_point is not None
+            flow.request.headers[CRASH_HEADER] = plan.crash_point
+            flow.metadata["ub_crash"] = plan.crash_point
+
+    async def response(self, flow: http.HTTPFlow) -> None:
+        plan = self.state.plan
+        if plan is None or flow.response is None:
+            return
+        if flow.metadata.pop("ub_drop_response", False):
+            status = flow.response.status_code
+            flow.metadata["ub_upstream_status"] = status
+            self._record(flow, "response", upstream_status=status, committed=200 <= status < 300)
+            await self._present(flow, plan.visible_error, plan.timeout_s)
+        elif flow.metadata.pop("ub_crash", None):
+            # The service answered: the operation never reached its crash point.
+            flow.metadata["ub_upstream_status"] = flow.response.status_code
+
+    async def error(self, flow: http.HTTPFlow) -> None:
+        crash_point = flow.metadata.pop("ub_crash", None)
+        plan = self.state.plan
+        if crash_point and plan is not None:
+            self._record(flow, "crash", crash_point=crash_point,
+                         error=flow.error.msg if flow.error else None)
+            if plan.visible_error == "timeout":
+                await asyncio.sleep(plan.timeout_s)
+        # Kill instead of letting mitmproxy answer with its own tell-tale 502 page:
+        # the client of a backend that died mid-request sees the connection drop.
+        if flow.killable:
+            flow.kill()

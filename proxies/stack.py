@@ -1,0 +1,22 @@
+"""The addon script a stack's mitmdump loads: `mitmdump -s .../stack.py`.
+
+Order matters: strip client headers, number the call, inject the fault, route, record.
+"""
+
+from __future__ import annotations
+
+from undobench_gym.proxies.control import ControlServer
+from undobench_gym.proxies.fault import FaultInjector
+from undobench_gym.proxies.guard import HeaderGuard
+from undobench_gym.proxies.routing import Router
+from undobench_gym.proxies.state import STATE
+from undobench_gym.proxies.wire import CallCounter, WireCapture
+
+addons = [
+    HeaderGuard(),
+    CallCounter(STATE),
+    FaultInjector(STATE),
+    Router(STATE),
+    WireCapture(STATE),
+    ControlServer(STATE),
+]

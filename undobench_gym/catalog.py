@@ -1,0 +1,202 @@
+"""The catalogue: domains, their workflows, and tool schemas generated from OpenAPI.
+
+One route, one tool. Domains are imported lazily by module path, so importing the
+package starts nothing and imports no service code.
+"""
+
+from __future__ import annotations
+
+import copy
+import importlib
+from dataclasses import dataclass, field
+from functools import cache
+from typing import Any
+
+from .errors import UnknownWorkflowError
+from .specs import WorkflowSpec
+
+DOMAINS: dict[str, str] = {
+    "payments": "undobench_gym.envs.payments",
+    "database": "undobench_gym.envs.database",
+}
+FINISH = "finish"
+
+
+@dataclass(frozen=True)
+class ToolSpec:
+    name: str
+    description: str
+    method: str
+    path: str  # OpenAPI template, without the service prefix
+    path_params: tuple[str, ...]
+    query_params: tuple[str, ...]
+    body_params: tuple[str, ...]
+    accepts_key: bool  # declares an Idempotency-Key header
+    read_only: bool
+    effect_class: str | None
+    idempotency: str  # native | constraint | none
+    compensation: bool
+    op: str | None
+    identity: tuple[str, ...]
+    parameters: dict[str, Any] = field(hash=False, compare=False)
+
+    def openai_schema(self) -> dict[str, Any]:
+        return {
+            "type": "function",
+            "function": {
+                "name": self.name,
+                "description": self.description,
+                "parameters": self.parameters,
+            },
+        }
+
+    def with_key(self) -> ToolSpec:
+        """The same tool with an optional idempotency_key argument (server_idempotency="all")."""
+        if self.accepts_key or self.read_only:
+            return self
+        params = copy.deepcopy(self.parameters)
+        params["properties"]["idempotency_key"] = KEY_PROPERTY
+        return ToolSpec(**{**self.__dict__, "accepts_key": True, "parameters": params})
+
+
+KEY_PROPERTY = {
+    "type": "string",
+    "maxLength": 255,
+    "description": "Idempotency-Key: a repeat with the same key and payload is not applied twice",
+}
+
+FINISH_TOOL: dict[str, Any] = {
+    "type": "function",
+    "function": {
+        "name": FINISH,
+        "description": "End the task. Call it once, when the task is done or cannot be done.",
+        "parameters": {
+            "type": "object",
+            "properties": {
+                "status": {"type": "string", "enum": ["done", "gave_up"]},
+                "summary": {"type": "string", "maxLength": 2000},
+            },
+            "additionalProperties": False,
+        },
+    },
+}
+
+
+def _resolve(node: Any, components: dict[str, Any], depth: int = 0) -> Any:
+    """Inline `$ref`s so each tool schema stands alone (function-calling APIs need that)."""
+    if depth > 20:
+        raise ValueError("OpenAPI schema nests too deeply")
+    if isinstance(node, dict):
+        if "$ref" in node:
+            name = node["$ref"].rsplit("/", 1)[-1]
+            return _resolve(components[name], components, depth + 1)
+        return {k: _resolve(v, components, depth + 1) for k, v in node.items()
+                if not (k == "title" and isinstance(v, str))}
+    if isinstance(node, list):
+        return [_resolve(v, components, depth + 1) for v in node]
+    return node
+
+
+def tools_from_openapi(doc: dict[str, Any]) -> dict[str, ToolSpec]:
+    components = doc.get("components", {}).get("schemas", {})
+    tools: dict[str, ToolSpec] = {}
+    for path, item in doc["paths"].items():
+        for method, op in item.items():
+            meta = op.get("x-undobench", {})
+            props: dict[str, Any] = {}
+            required: list[str] = []
+            path_p, query_p, body_p = [], [], []
+            accepts_key = False
+            for p in op.get("parameters", []):
+                if p["in"] == "header":
+                    if p["name"].lower() == "idempotency-key":
+                        accepts_key = True
+                        props["idempotency_key"] = KEY_PROPERTY
+                    continue
+                schema = _resolve(p.get("schema", {}), components)
+                if p.get("description"):
+                    schema["description"] = p["description"]
+                props[p["name"]] = schema
+                if p.get("required"):
+                    required.append(p["name"])
+                (path_p if p["in"] == "path" else query_p).append(p["name"])
+            body = op.get("requestBody", {}).get("content", {}).get("application/json")
+            if body:
+                schema = _resolve(body["schema"], components)
+                for name, sub in schema.get("properties", {}).items():
+                    props[name] = sub
+                    body_p.append(name)
+                required.extend(schema.get("required", []))
+            description = " ".join(
+                x for x in (op.get("summary", ""), op.get("description", "")) if x
+            ).strip()
+            name = op["operationId"]
+            tools[name] = ToolSpec(
+                name=name,
+                description=description,
+                method=method.upper(),
+                path=path,
+                path_params=tuple(path_p),
+                query_params=tuple(query_p),
+                body_params=tuple(body_p),
+                accepts_key=accepts_key,
+                read_only=bool(meta.get("read_only", method.lower() in ("get", "head"))),
+                effect_class=meta.get("effect_class"),
+                idempotency=meta.get("idempotency", "none"),
+                compensation=bool(meta.get("compensation", False)),
+                op=meta.get("op"),
+                identity=tuple(meta.get("identity", ())),
+                parameters={
+                    "type": "object",
+                    "properties": props,
+                    "required": required,
+                    "additionalProperties": False,
+                },
+            )
+    return tools
+
+
+@dataclass(frozen=True)
+class Domain:
+    name: str
+    module: str
+    workflows: tuple[WorkflowSpec, ...]
+    tools: dict[str, ToolSpec] = field(hash=False)
+
+    def fixture(self, seed: int) -> dict[str, Any]:
+        fixture_module = importlib.import_module(self.module + ".fixture")
+        result: dict[str, Any] = fixture_module.build_fixture(seed)
+        return result
+
+
+@cache
+def domain(name: str) -> Domain:
+    if name not in DOMAINS:
+        known = ", ".join(sorted(DOMAINS))
+        raise UnknownWorkflowError(f"unknown domain {name!r}; known domains: {known}")
+    module = DOMAINS[name]
+    from fastapi import FastAPI
+
+    service = importlib.import_module(module + ".service").DOMAIN
+    app = FastAPI(title=service.title, version="1.0.0")
+    for router in service.routers:
+        app.include_router(router)
+    workflows = tuple(importlib.import_module(module + ".workflows").WORKFLOWS)
+    return Domain(name=name, module=module, workflows=workflows,
+                  tools=tools_from_openapi(app.openapi()))
+
+
+def all_workflows(split: str | None = None) -> list[WorkflowSpec]:
+    out = [w for name in DOMAINS for w in domain(name).workflows]
+    return [w for w in out if split is None or w.split == split]
+
+
+def find_workflow(workflow_id: str) -> WorkflowSpec:
+    workflows = {w.id: w for w in all_workflows()}
+    if workflow_id in workflows:
+        return workflows[workflow_id]
+    import difflib
+
+    close = difflib.get_close_matches(workflow_id, workflows, n=3)
+    hint = f" Did you mean {', '.join(close)}?" if close else ""
+    raise UnknownWorkflowError(f"unknown workflow {workflow_id!r}.{hint} See `undobench tasks`.")

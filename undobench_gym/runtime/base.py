@@ -1,0 +1,51 @@
+"""The runtime interface: start a stack, tell its endpoints, keep it healthy, stop it."""
+
+from __future__ import annotations
+
+from abc import ABC, abstractmethod
+from dataclasses import dataclass
+from types import TracebackType
+
+
+@dataclass(frozen=True)
+class StackEndpoints:
+    agent_url: str  # the fault proxy: the only way in for the agent
+    control_url: str  # the proxy's control API
+    admin_urls: dict[str, str]  # service name -> admin API base URL (never proxied)
+
+
+class Runtime(ABC):
+    """One stack: a fault proxy plus the services of one domain."""
+
+    domain: str
+
+    @abstractmethod
+    def start(self) -> StackEndpoints: ...
+
+    @property
+    @abstractmethod
+    def endpoints(self) -> StackEndpoints: ...
+
+    @abstractmethod
+    def wait_healthy(self, timeout: float = 30.0) -> None:
+        """Block until every service answers; restart crashed ones."""
+
+    @property
+    @abstractmethod
+    def restarts(self) -> int: ...
+
+    @abstractmethod
+    def close(self) -> None:
+        """Idempotent; leaves no process, container or port behind."""
+
+    def __enter__(self) -> Runtime:
+        self.start()
+        return self
+
+    def __exit__(
+        self,
+        exc_type: type[BaseException] | None,
+        exc: BaseException | None,
+        tb: TracebackType | None,
+    ) -> None:
+        self.close()

@@ -1,0 +1,285 @@
+"""The process runtime: services and the fault proxy as supervised local subprocesses.
+
+Everything listens on 127.0.0.1. A service that exits (an armed crash point, or a real
+crash) is restarted on the same ports with the same data directory, so the partial state
+it left stays visible. Children die with the parent (PR_SET_PDEATHSIG) and `close()`
+kills whole process groups, so nothing outlives the stack.
+"""
+
+from __future__ import annotations
+
+import atexit
+import contextlib
+import ctypes
+import json
+import os
+import select
+import shutil
+import signal
+import socket
+import subprocess
+import sys
+import tempfile
+import threading
+import time
+import weakref
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import httpx
+
+from ..errors import StackStartError, StackUnhealthyError
+from .base import Runtime, StackEndpoints
+
+READY_TIMEOUT_S = 30.0
+_PR_SET_PDEATHSIG = 1
+
+
+def _die_with_parent() -> None:
+    """Runs in the child before exec: SIGTERM it when the parent goes away."""
+    with contextlib.suppress(Exception):
+        ctypes.CDLL("libc.so.6", use_errno=True).prctl(_PR_SET_PDEATHSIG, signal.SIGTERM)
+
+
+def free_port() -> int:
+    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:
+        s.bind(("127.0.0.1", 0))
+        return int(s.getsockname()[1])
+
+
+def log_tail(path: Path, lines: int = 30) -> str:
+    try:
+        return "\n".join(path.read_text(errors="replace").splitlines()[-lines:])
+    except OSError:
+        return "(no log)"
+
+
+@dataclass
+class _Child:
+    name: str
+    log: Path
+    proc: subprocess.Popen[bytes] | None = None
+    ports: tuple[int, ...] = ()
+    exits: list[int] = field(default_factory=list)
+
+    def alive(self) -> bool:
+        return self.proc is not None and self.proc.poll() is None
+
+    def stop(self) -> None:
+        if self.proc is None:
+            return
+        if self.proc.poll() is None:
+            with contextlib.suppress(ProcessLookupError):
+                os.killpg(self.proc.pid, signal.SIGTERM)
+            try:
+                self.proc.wait(timeout=3)
+            except subprocess.TimeoutExpired:
+                with contextlib.suppress(ProcessLookupError):
+                    os.killpg(self.proc.pid, signal.SIGKILL)
+                self.proc.wait(timeout=3)
+        if self.proc.stdout:
+            self.proc.stdout.close()
+
+
+def _spawn(cmd: list[str], log: Path, capture_stdout: bool) -> subprocess.Popen[bytes]:
+    with log.open("ab") as err:
+        return subprocess.Popen(
+            cmd,
+            stdin=subprocess.DEVNULL,
+            stdout=subprocess.PIPE if capture_stdout else err,
+            stderr=err,
+            start_new_session=True,
+            preexec_fn=_die_with_parent,
+            env={**os.environ, "PYTHONUNBUFFERED": "1"},
+        )
+
+
+def _read_ready(child: _Child, timeout: float) -> tuple[int, ...]:
+    assert child.proc is not None and child.proc.stdout is not None
+    deadline = time.monotonic() + timeout
+    buf = b""
+    fd = child.proc.stdout.fileno()
+    while time.monotonic() < deadline:
+        ready, _, _ = select.select([fd], [], [], 0.05)
+        if ready:
+            chunk = os.read(fd, 4096)
+            buf += chunk
+            for line in buf.decode(errors="replace").splitlines():
+                if line.startswith("READY "):
+                    return tuple(int(p) for p in line.split()[1:])
+            if not chunk and child.proc.poll() is not None:
+                break
+        elif child.proc.poll() is not None:
+            break
+    code = child.proc.poll()
+    state = f"exited with {code}" if code is not None else f"not ready after {timeout:.0f}s"
+    raise StackStartError(
+        f"service {child.name!r} {state}. Log tail ({child.log}):\n{log_tail(child.log)}"
+    )
+
+
+class ProcessRuntime(Runtime):
+    def __init__(self, domain: str, workdir: Path | None = None) -> None:
+        self.domain = domain
+        self._own_dir = workdir is None
+        self.workdir = Path(workdir or tempfile.mkdtemp(prefix=f"undobench-{domain}-"))
+        self._lock = threading.RLock()
+        self._service = _Child(domain, self.workdir / f"{domain}.log")
+        self._proxy = _Child("proxy", self.workdir / "proxy.log")
+        self._endpoints: StackEndpoints | None = None
+        self._restarts = 0
+        self._closed = False
+        self._stop = threading.Event()
+        self._supervisor: threading.Thread | None = None
+        self._http = httpx.Client(timeout=5.0)
+        self._finalizer = weakref.finalize(self, ProcessRuntime._kill_all,
+                                           [self._service, self._proxy])
+        atexit.register(self._finalizer)
+
+    @staticmethod
+    def _kill_all(children: list[_Child]) -> None:
+        for child in children:
+            with contextlib.suppress(Exception):
+                child.stop()
+
+    # ---- lifecycle ----------------------------------------------------------------
+
+    def start(self) -> StackEndpoints:
+        with self._lock:
+            if self._closed:
+                raise StackStartError("this stack was closed; make a new runtime")
+            if self._endpoints is not None:
+                return self._endpoints
+            try:
+                self._start_service(ports=(0, 0))
+                self._start_proxy()
+            except BaseException:
+                self.close()
+                raise
+            svc_port, admin_port = self._service.ports
+            proxy_port, control_port = self._proxy.ports
+            self._endpoints = StackEndpoints(
+                agent_url=f"http://127.0.0.1:{proxy_port}",
+                control_url=f"http://127.0.0.1:{control_port}",
+                admin_urls={self.domain: f"http://127.0.0.1:{admin_port}"},
+            )
+            self._supervisor = threading.Thread(target=self._supervise, daemon=True,
+                                                name=f"undobench-supervisor-{self.domain}")
+            self._supervisor.start()
+            return self._endpoints
+
+    def _start_service(self, ports: tuple[int, int]) -> None:
+        cmd = [
+            sys.executable, "-m", "undobench_gym.envs._service.server",
+            "--domain", self.domain, "--data-dir", str(self.workdir / "data"),
+            "--port", str(ports[0]), "--admin-port", str(ports[1]),
+        ]
+        self._service.proc = _spawn(cmd, self._service.log, capture_stdout=True)
+        self._service.ports = _read_ready(self._service, READY_TIMEOUT_S)
+
+    def _start_proxy(self) -> None:
+        from .. import proxies
+
+        svc_port = self._service.ports[0]
+        proxy_port, control_port = self._proxy.ports or (free_port(), free_port())
+        script = Path(proxies.__file__).with_name("stack.py")
+        routes = json.dumps({self.domain: f"127.0.0.1:{svc_port}"})
+        cmd = [
+            sys.executable, "-c", "from mitmproxy.tools.main import mitmdump; mitmdump()",
+            "--mode", f"reverse:http://127.0.0.1:{svc_port}/",
+            "--listen-host", "127.0.0.1", "--listen-port", str(proxy_port),
+            "-s", str(script),
+            "--set", "flow_detail=0", "--set", "termlog_verbosity=warn",
+            "--set", "connection_strategy=lazy",
+            "--set", f"undobench_routes={routes}",
+            "--set", f"undobench_control_port={control_port}",
+        ]
+        self._proxy.proc = _spawn(cmd, self._proxy.log, capture_stdout=False)
+        self._proxy.ports = (proxy_port, control_port)
+        deadline = time.monotonic() + READY_TIMEOUT_S
+        while time.monotonic() < deadline:
+            if self._proxy.proc.poll() is not None:
+                break
+            try:
+                if self._http.get(f"http://127.0.0.1:{control_port}/control/health").is_success:
+                    with socket.create_connection(("127.0.0.1", proxy_port), timeout=1):
+                        return
+            except (httpx.HTTPError, OSError):
+                pass
+            time.sleep(0.05)
+        code = self._proxy.proc.poll()
+        raise StackStartError(
+            f"fault proxy {'exited with ' + str(code) if code is not None else 'not ready'}. "
+            f"Log tail ({self._proxy.log}):\n{log_tail(self._proxy.log)}"
+        )
+
+    # ---- supervision --------------------------------------------------------------
+
+    def _supervise(self) -> None:
+        while not self._stop.wait(0.1):
+            try:
+                self._ensure_running()
+            except Exception:  # noqa: BLE001 - reported by the next wait_healthy
+                continue
+
+    def _ensure_running(self) -> None:
+        with self._lock:
+            if self._closed or self._endpoints is None:
+                return
+            for child in (self._service, self._proxy):
+                if child.proc is not None and child.proc.poll() is not None:
+                    child.exits.append(child.proc.returncode)
+                    if child.proc.stdout:
+                        child.proc.stdout.close()
+                    self._restarts += 1
+                    if child is self._service:
+                        svc, admin = child.ports
+                        self._start_service(ports=(svc, admin))
+                    else:
+                        self._start_proxy()
+
+    def wait_healthy(self, timeout: float = 30.0) -> None:
+        deadline = time.monotonic() + timeout
+        last: Exception | None = None
+        while time.monotonic() < deadline:
+            try:
+                self._ensure_running()
+                if self._service.alive() and self._proxy.alive():
+                    return
+            except StackStartError as exc:
+                last = exc
+            time.sleep(0.05)
+        raise StackUnhealthyError(
+            f"stack {self.domain!r} not healthy after {timeout:.0f}s: {last or 'processes down'}"
+        )
+
+    @property
+    def endpoints(self) -> StackEndpoints:
+        if self._endpoints is None:
+            raise StackStartError("stack not started: call start() first")
+        return self._endpoints
+
+    @property
+    def restarts(self) -> int:
+        return self._restarts
+
+    @property
+    def service_exits(self) -> list[int]:
+        return list(self._service.exits)
+
+    def pids(self) -> list[int]:
+        return [c.proc.pid for c in (self._service, self._proxy) if c.proc is not None]
+
+    def close(self) -> None:
+        with self._lock:
+            if self._closed:
+                return
+            self._closed = True
+        self._stop.set()
+        if self._supervisor is not None:
+            self._supervisor.join(timeout=2)
+        self._kill_all([self._proxy, self._service])
+        self._http.close()
+        self._finalizer.detach()
+        if self._own_dir:
+            shutil.rmtree(self.workdir, ignore_errors=True)

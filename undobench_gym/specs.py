@@ -1,0 +1,198 @@
+"""Typed specifications: workflows, fault scenarios, and the verdict of an episode."""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Callable
+from enum import StrEnum
+from typing import Any, Literal
+
+from pydantic import BaseModel, ConfigDict, Field, model_validator
+
+
+class Boundary(StrEnum):
+    PRE_MUTATION = "PRE_MUTATION"
+    DURING_MUTATION = "DURING_MUTATION"
+    POST_MUTATION_PRE_ACK = "POST_MUTATION_PRE_ACK"
+    POST_ACK_PRE_CHECKPOINT = "POST_ACK_PRE_CHECKPOINT"
+    DURING_COMPENSATION = "DURING_COMPENSATION"
+
+
+class VisibleError(StrEnum):
+    """What a real HTTP client sees; nothing says "injected"."""
+
+    CONNECTION_RESET = "connection_reset"
+    TIMEOUT = "timeout"
+    HTTP_502 = "http_502"
+    HTTP_503 = "http_503"
+
+
+class EffectClass(StrEnum):
+    ADDITIVE = "additive"
+    SET = "set"
+    CREATE_UNIQUE = "create_unique"
+    IRREVERSIBLE_SEND = "irreversible_send"
+
+
+#: The proxy's three ways of hurting one call.
+FaultAction = Literal["drop_request", "drop_response", "crash"]
+
+
+class FaultTarget(BaseModel):
+    """Either the global call index (1-based) or the n-th call of a named tool."""
+
+    model_config = ConfigDict(frozen=True)
+    call_index: int | None = Field(default=None, ge=1)
+    tool: str | None = None
+    nth: int = Field(default=1, ge=1)
+
+    @model_validator(mode="after")
+    def _one_form(self) -> FaultTarget:
+        if (self.call_index is None) == (self.tool is None):
+            raise ValueError("a fault target names either call_index or tool (with nth)")
+        return self
+
+
+class FaultScenario(BaseModel):
+    model_config = ConfigDict(frozen=True)
+    id: str = Field(pattern=r"^[a-z0-9][a-z0-9_.-]*$")
+    boundary: Boundary
+    target: FaultTarget
+    visible_error: VisibleError = VisibleError.CONNECTION_RESET
+    ambiguous: bool = False
+    #: DURING_MUTATION: a named crash point inside the service; None = transport fault after
+    #: the target call (one step of a multi-call composite) committed.
+    crash_point: str | None = None
+    #: DURING_COMPENSATION: whether the compensating call is lost before or after it commits.
+    compensation_commits: bool = False
+    description: str = ""
+
+    @model_validator(mode="after")
+    def _consistent(self) -> FaultScenario:
+        if self.crash_point and self.boundary is not Boundary.DURING_MUTATION:
+            raise ValueError("crash_point only applies to DURING_MUTATION")
+        if self.crash_point and self.visible_error not in (
+            VisibleError.CONNECTION_RESET,
+            VisibleError.TIMEOUT,
+        ):
+            raise ValueError("a crashed service shows as connection_reset or timeout")
+        if self.ambiguous and self.boundary not in (
+            Boundary.PRE_MUTATION,
+            Boundary.POST_MUTATION_PRE_ACK,
+        ):
+            raise ValueError("ambiguous mode hides PRE_MUTATION vs POST_MUTATION_PRE_ACK")
+        return self
+
+    def action(self, committed_coin: bool | None = None) -> FaultAction:
+        """The proxy action; `committed_coin` is the hidden coin of ambiguous mode."""
+        if self.ambiguous:
+            return "drop_response" if committed_coin else "drop_request"
+        match self.boundary:
+            case Boundary.PRE_MUTATION:
+                return "drop_request"
+            case Boundary.DURING_MUTATION:
+                return "crash" if self.crash_point else "drop_response"
+            case Boundary.DURING_COMPENSATION:
+                return "drop_response" if self.compensation_commits else "drop_request"
+            case _:
+                return "drop_response"
+
+
+class EffectExpectation(BaseModel):
+    """A semantic effect: operation plus identity; identity values may be `{param}` templates."""
+
+    op: str
+    identity: dict[str, Any]
+
+
+class StatePredicate(BaseModel):
+    """A check on the final state, on values: `count` rows matching `where`, or a `field`
+    of the one row matching `where` compared to `value`."""
+
+    description: str
+    table: str
+    where: dict[str, Any] = Field(default_factory=dict)
+    field: str | None = None
+    op: Literal["eq", "ne", "ge", "le", "count"] = "eq"
+    value: Any = None
+
+
+class GoldStep(BaseModel):
+    """One tool call of the gold plan. Argument strings may hold `{param}` templates or
+    `@N.path` references into the body of the N-th step's response (0-based)."""
+
+    tool: str
+    arguments: dict[str, Any] = Field(default_factory=dict)
+
+
+ParamDraw = Callable[[int, dict[str, Any]], dict[str, Any]]
+
+
+class WorkflowSpec(BaseModel):
+    model_config = ConfigDict(arbitrary_types_allowed=True)
+    id: str = Field(pattern=r"^[a-z0-9][a-z0-9_.-]*$")
+    domain: str
+    split: Literal["dev", "val", "test"]
+    kind: Literal["single_effect", "multi_effect", "compensation", "composite"]
+    instruction: str
+    tools: list[str]
+    required_effects: list[EffectExpectation] = Field(default_factory=list)
+    forbidden_effects: list[EffectExpectation] = Field(default_factory=list)
+    invariants: list[StatePredicate] = Field(default_factory=list)
+    gold_plan: list[GoldStep]
+    scenarios: list[FaultScenario]
+    #: (seed, fixture) -> task parameters; excluded from dumps.
+    draw_params: ParamDraw = Field(exclude=True)
+
+    def scenario(self, scenario_id: str) -> FaultScenario:
+        for sc in self.scenarios:
+            if sc.id == scenario_id:
+                return sc
+        known = ", ".join(s.id for s in self.scenarios)
+        raise KeyError(f"workflow {self.id} has no scenario {scenario_id!r}; known: {known}")
+
+
+class InvariantResult(BaseModel):
+    description: str
+    passed: bool
+    expected: Any = None
+    actual: Any = None
+
+
+class EffectLayers(BaseModel):
+    physical: int = 0
+    committed: int = 0
+    semantic: int = 0
+
+
+class Verdict(BaseModel):
+    success: bool
+    state_ok: bool
+    effects_ok: bool
+    invariants: list[InvariantResult]
+    layers: EffectLayers
+    duplicates: list[dict[str, Any]]
+    missing: list[dict[str, Any]]
+    forbidden: list[dict[str, Any]]
+    partial: list[str]
+    reissued_after_commit: int = 0
+    fault_fired: bool | None = None
+    finished: bool = False
+    truncated: bool = False
+
+
+_TEMPLATE = re.compile(r"\{([a-zA-Z_][a-zA-Z0-9_]*)\}")
+
+
+def fill(value: Any, params: dict[str, Any]) -> Any:
+    """Substitute `{param}` templates; a string that is exactly one template keeps its type."""
+    if isinstance(value, str):
+        whole = _TEMPLATE.fullmatch(value)
+        if whole:
+            return params[whole.group(1)]
+        return _TEMPLATE.sub(lambda m: str(params[m.group(1)]), value)
+    if isinstance(value, dict):
+        return {k: fill(v, params) for k, v in value.items()}
+    if isinstance(value, list):
+        return [fill(v, params) for v in value]
+    return value
