@@ -1,0 +1,1 @@
+"""Metrics, statistics and reports over trial records."""

@@ -41,7 +41,7 @@ class UndoBenchEnv(gym.Env[str, str]):
         runtime: str = "process",
         server_idempotency: str = "native",
         max_steps: int = 20,
-        http_timeout: float = 5.0,
+        http_timeout: float = 2.0,
     ) -> None:
         if server_idempotency not in SERVER_IDEMPOTENCY:
             raise ValueError(f"server_idempotency must be one of {SERVER_IDEMPOTENCY}")

@@ -17,6 +17,7 @@ from typing import Any
 from fastapi import HTTPException, Request
 from fastapi.responses import JSONResponse
 from sqlalchemy import delete
+from sqlalchemy.exc import IntegrityError
 from sqlalchemy.orm import Session
 
 from .context import ServiceContext, get_ctx, now
@@ -97,6 +98,26 @@ def claim_key(
     if key is None:
         return None
     digest = hashlib.sha256(canonical_json(payload).encode()).hexdigest()
+    try:
+        return _claim(ctx, key, route, digest)
+    except IntegrityError:
+        # Another request inserted the same key between our read and our write.
+        return _in_flight()
+
+
+def _in_flight() -> JSONResponse:
+    return JSONResponse(
+        status_code=409,
+        content={
+            "error": {
+                "type": "idempotency_error",
+                "message": "A request with this Idempotency-Key is still being processed",
+            }
+        },
+    )
+
+
+def _claim(ctx: ServiceContext, key: str, route: str, digest: str) -> KeyClaim | JSONResponse:
     with Session(ctx.engine) as s, s.begin():
         rec = s.get(IdempotencyRecord, (key, route))
         if rec is None:
@@ -113,15 +134,7 @@ def claim_key(
                 },
             )
         if rec.state == "in_flight":
-            return JSONResponse(
-                status_code=409,
-                content={
-                    "error": {
-                        "type": "idempotency_error",
-                        "message": "A request with this Idempotency-Key is still being processed",
-                    }
-                },
-            )
+            return _in_flight()
         return JSONResponse(
             status_code=rec.status_code or 200,
             content=json.loads(rec.body or "null"),

@@ -10,9 +10,19 @@ from typing import Any
 from undobench_gym.seeding import rng_for, stable_id
 
 COMPANIES = [
-    "Acme", "Globex", "Initech", "Umbrella", "Hooli", "Vandelay", "Stark", "Wayne",
-    "Tyrell", "Cyberdyne", "Soylent", "Wonka",
-]  # fmt: skip
+    "Acme",
+    "Globex",
+    "Initech",
+    "Umbrella",
+    "Hooli",
+    "Vandelay",
+    "Stark",
+    "Wayne",
+    "Tyrell",
+    "Cyberdyne",
+    "Soylent",
+    "Wonka",
+]
 SUFFIXES = ["Ltd", "GmbH", "Inc", "LLC", "SA", "BV"]
 TIERS = ("bronze", "silver", "gold", "platinum")
 SHARE_CLASSES = ("common", "preferred", "series_a")
@@ -25,7 +35,7 @@ CREATED = "2025-12-31T12:00:00Z"
 def build_fixture(seed: int) -> dict[str, list[dict[str, Any]]]:
     rng = rng_for("database-fixture", seed)
     names = rng.sample([(c, s) for c in COMPANIES for s in SUFFIXES], N_ACCOUNTS)
-    accounts = []
+    accounts: list[dict[str, Any]] = []
     for i, (company, suffix) in enumerate(names):
         accounts.append(
             {
@@ -33,11 +43,12 @@ def build_fixture(seed: int) -> dict[str, list[dict[str, Any]]]:
                 "name": f"{company} {suffix}",
                 "email": f"billing@{company.lower()}-{suffix.lower()}.example.com",
                 "balance": rng.randint(200, 9000) * 100 + rng.choice([0, 25, 50, 99]),
-                "tier": rng.choice(TIERS),
+                # Fewer accounts in the top tiers, so there is almost always one to upgrade.
+                "tier": rng.choices(TIERS, weights=[4, 3, 2, 1])[0],
                 "created": CREATED,
             }
         )
-    holdings = []
+    holdings: list[dict[str, Any]] = []
     for share_class in SHARE_CLASSES:
         for acct in sorted(rng.sample(accounts, HOLDERS_PER_CLASS), key=lambda a: a["id"]):
             holdings.append(
@@ -48,7 +59,7 @@ def build_fixture(seed: int) -> dict[str, list[dict[str, Any]]]:
                     "shares": rng.randint(10, 2000),
                 }
             )
-    orders = []
+    orders: list[dict[str, Any]] = []
     for n, number in enumerate(sorted(rng.sample(range(100000, 999999), 5))):
         orders.append(
             {

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from sqlalchemy import JSON, ForeignKey, Integer, String, UniqueConstraint
+from sqlalchemy import JSON, ForeignKey, Integer, String, Table, UniqueConstraint
 from sqlalchemy.orm import Mapped, mapped_column
 
 from .._service.db import Base
@@ -88,6 +88,7 @@ class Audit(Base):
 
 
 # Parents first: reset deletes in reverse order.
-TABLES = [
-    m.__table__ for m in (Account, Shareholding, Order, Dividend, DividendCredit, Migration, Audit)
+TABLES: list[Table] = [
+    Base.metadata.tables[m.__tablename__]
+    for m in (Account, Shareholding, Order, Dividend, DividendCredit, Migration, Audit)
 ]

@@ -1,90 +1,31 @@
 """Database service routes: business data over SQLite. Money is integer cents.
 
-Single-transaction mutations go through `run_mutation`; dividends and migrations are
-composites that commit in several transactions, with named crash points between them.
+Read-only routes and single-transaction mutations (through `run_mutation`) live here;
+the multi-transaction composites (dividends, migrations) live in `composites`.
 """
 
 from __future__ import annotations
 
-from typing import Annotated, Any
+from typing import Any
 
-from fastapi import APIRouter, Depends, Path, Query, Request
+from fastapi import APIRouter, Query, Request
 from fastapi.responses import JSONResponse
 from pydantic import BaseModel, Field, field_validator
-from sqlalchemy import select, update
-from sqlalchemy.exc import IntegrityError, OperationalError
+from sqlalchemy import select
+from sqlalchemy.exc import IntegrityError
 from sqlalchemy.orm import Session
 
-from .._service.context import DomainService, ServiceContext, get_ctx, maybe_crash, new_id, now
-from .._service.mutation import (
-    READ_ONLY,
-    claim_key,
-    complete_key,
-    effect_meta,
-    error,
-    honoured_key,
-    record_commit,
-    release_key,
-    run_mutation,
-)
-from . import schema
+from .._service.context import DomainService, new_id, now
+from .._service.mutation import READ_ONLY, effect_meta, error, record_commit, run_mutation
+from . import composites, schema
+from .common import Ctx, Id, PathId, apply_delta, audit, get_or_404, row
 from .fixture import build_fixture
-from .models import TABLES, Account, Audit, Dividend, DividendCredit, Migration, Order, Shareholding
+from .models import TABLES, Account, Audit, Dividend, Migration, Order, Shareholding
 
 router = APIRouter(prefix="/v1")
-Ctx = Annotated[ServiceContext, Depends(get_ctx)]
-Id = Annotated[str, Field(min_length=1, max_length=64)]
-PathId = Annotated[str, Path(min_length=1, max_length=64)]
-MigrationName = Annotated[str, Path(pattern=schema.NAME_PATTERN)]
 TIER_PATTERN = "^(bronze|silver|gold|platinum)$"
 MAX_DELTA = 10_000_000
 MAX_TOTAL = 100_000_000
-
-
-def _row(obj: Any) -> dict[str, Any]:
-    return {c.key: getattr(obj, c.key) for c in obj.__table__.columns}
-
-
-def _get(s: Session, model: type[Any], ident: str, what: str) -> Any:
-    obj = s.get(model, ident)
-    if obj is None:
-        raise error(404, "resource_missing", f"No such {what}: {ident}")
-    return obj
-
-
-def _apply_delta(s: Session, account_id: str, delta: int) -> Account:
-    """Change a balance in one UPDATE, so concurrent adjustments cannot lose each other."""
-    res = s.execute(
-        update(Account)
-        .where(Account.id == account_id, Account.balance + delta >= 0)
-        .values(balance=Account.balance + delta)
-    )
-    if res.rowcount == 0:
-        acct = _get(s, Account, account_id, "account")
-        raise error(
-            402,
-            "insufficient_funds",
-            f"Account {account_id} holds {acct.balance} cents; a delta of {delta} would overdraw it",
-        )
-    acct = s.get(Account, account_id, populate_existing=True)
-    assert acct is not None
-    return acct
-
-
-def _audit(
-    s: Session,
-    action: str,
-    *,
-    account_id: str | None = None,
-    ref: str | None = None,
-    amount: int | None = None,
-    detail: dict[str, Any] | None = None,
-) -> Audit:
-    row = Audit(
-        at=now(s), action=action, account_id=account_id, ref=ref, amount=amount, detail=detail or {}
-    )
-    s.add(row)
-    return row
 
 
 # ---- read-only routes --------------------------------------------------------------
@@ -99,16 +40,17 @@ def list_accounts(
         q = select(Account).order_by(Account.id)
         if tier:
             q = q.where(Account.tier == tier)
-        return [_row(a) for a in s.scalars(q)]
+        return [row(a) for a in s.scalars(q)]
 
 
 @router.get("/accounts/{account_id}", operation_id="get_account", openapi_extra=READ_ONLY)
 def get_account(ctx: Ctx, account_id: PathId) -> dict[str, Any]:
     """Retrieve one account with its shareholdings."""
     with Session(ctx.engine) as s:
-        acct = _get(s, Account, account_id, "account")
+        acct = get_or_404(s, Account, account_id, "account")
         q = select(Shareholding).where(Shareholding.account_id == account_id)
-        return {**_row(acct), "shareholdings": [_row(h) for h in s.scalars(q.order_by("id"))]}
+        holdings = [row(h) for h in s.scalars(q.order_by(Shareholding.share_class))]
+        return {**row(acct), "shareholdings": holdings}
 
 
 @router.get("/shareholdings", operation_id="list_shareholdings", openapi_extra=READ_ONLY)
@@ -120,7 +62,7 @@ def list_shareholdings(
         q = select(Shareholding).order_by(Shareholding.share_class, Shareholding.account_id)
         if share_class:
             q = q.where(Shareholding.share_class == share_class)
-        return [_row(h) for h in s.scalars(q)]
+        return [row(h) for h in s.scalars(q)]
 
 
 @router.get("/orders", operation_id="list_orders", openapi_extra=READ_ONLY)
@@ -132,7 +74,7 @@ def list_orders(
         q = select(Order).order_by(Order.created, Order.order_number)
         if account_id:
             q = q.where(Order.account_id == account_id)
-        return [_row(o) for o in s.scalars(q)]
+        return [row(o) for o in s.scalars(q)]
 
 
 @router.get("/orders/{order_number}", operation_id="get_order", openapi_extra=READ_ONLY)
@@ -142,7 +84,7 @@ def get_order(ctx: Ctx, order_number: PathId) -> dict[str, Any]:
         o = s.scalar(select(Order).where(Order.order_number == order_number))
         if o is None:
             raise error(404, "resource_missing", f"No such order: {order_number}")
-        return _row(o)
+        return row(o)
 
 
 @router.get("/dividends", operation_id="list_dividends", openapi_extra=READ_ONLY)
@@ -154,31 +96,30 @@ def list_dividends(
         q = select(Dividend).order_by(Dividend.created, Dividend.id)
         if reference:
             q = q.where(Dividend.reference == reference)
-        return [_dividend_view(s, d) for d in s.scalars(q)]
+        return [composites.dividend_view(s, d) for d in s.scalars(q)]
 
 
 @router.get("/migrations", operation_id="list_migrations", openapi_extra=READ_ONLY)
 def list_migrations(ctx: Ctx) -> list[dict[str, Any]]:
     """List the migration catalog (db_migrations)."""
     with Session(ctx.engine) as s:
-        q = select(Migration).order_by(Migration.applied, Migration.id)
-        return [_row(m) for m in s.scalars(q)]
+        return [row(m) for m in s.scalars(select(Migration).order_by(Migration.applied))]
 
 
 @router.get("/schema", operation_id="get_schema", openapi_extra=READ_ONLY)
 def get_schema(ctx: Ctx) -> dict[str, Any]:
-    """The ext_ tables that exist in the database, with their columns, and whether the
-    migration catalog records each one."""
+    """The ext_ tables that exist, with their columns and whether the migration catalog
+    records each one (a table that is not cataloged is a half-applied migration)."""
     with Session(ctx.engine) as s:
         cataloged = set(s.scalars(select(Migration.name)))
         tables = schema.ext_tables(s)
-    return {
-        "tables": [
-            {"name": t, "migration": t[len(schema.EXT_PREFIX) :], "columns": cols,
-             "cataloged": t[len(schema.EXT_PREFIX) :] in cataloged}
-            for t, cols in tables.items()
-        ]
-    }
+    out = []
+    for table, columns in tables.items():
+        name = table[len(schema.EXT_PREFIX) :]
+        out.append(
+            {"name": table, "migration": name, "columns": columns, "cataloged": name in cataloged}
+        )
+    return {"tables": out}
 
 
 @router.get("/audit", operation_id="list_audit", openapi_extra=READ_ONLY)
@@ -195,12 +136,7 @@ def list_audit(
             q = q.where(Audit.account_id == account_id)
         if action:
             q = q.where(Audit.action == action)
-        return [_row(a) for a in s.scalars(q.limit(limit))]
-
-
-def _dividend_view(s: Session, d: Dividend) -> dict[str, Any]:
-    q = select(DividendCredit).where(DividendCredit.dividend_id == d.id)
-    return {**_row(d), "credits": [_row(c) for c in s.scalars(q.order_by(DividendCredit.id))]}
+        return [row(a) for a in s.scalars(q.limit(limit))]
 
 
 # ---- accounts and orders -----------------------------------------------------------
@@ -230,8 +166,8 @@ def adjust_balance(request: Request, account_id: PathId, body: AdjustmentIn) -> 
     identity = {"account_id": account_id, **body.model_dump()}
 
     def apply(s: Session, key: str | None) -> tuple[int, Any]:
-        acct = _apply_delta(s, account_id, body.delta)
-        audit = _audit(
+        acct = apply_delta(s, account_id, body.delta)
+        entry = audit(
             s,
             "account.adjust",
             account_id=account_id,
@@ -248,10 +184,11 @@ def adjust_balance(request: Request, account_id: PathId, body: AdjustmentIn) -> 
             key=key,
         )
         s.flush()
-        return 201, {"account": _row(acct), "audit": _row(audit)}
+        return 201, {"account": row(acct), "audit": row(entry)}
 
-    return run_mutation(request, route="adjust_balance", native=False, payload=identity,
-                        apply=apply)
+    return run_mutation(
+        request, route="adjust_balance", native=False, payload=identity, apply=apply
+    )
 
 
 class TierIn(BaseModel):
@@ -264,38 +201,28 @@ class TierIn(BaseModel):
     openapi_extra=effect_meta("account.tier", "set", ["account_id", "tier"]),
 )
 def set_account_tier(request: Request, account_id: PathId, body: TierIn) -> JSONResponse:
-    """Set an account's tier (bronze, silver, gold, platinum)."""
+    """Set an account's tier (bronze, silver, gold, platinum). Setting it again is harmless."""
     identity = {"account_id": account_id, "tier": body.tier}
 
     def apply(s: Session, key: str | None) -> tuple[int, Any]:
-        acct = _get(s, Account, account_id, "account")
+        acct = get_or_404(s, Account, account_id, "account")
         previous, acct.tier = acct.tier, body.tier
-        _audit(
-            s,
-            "account.tier",
-            account_id=account_id,
-            ref=body.tier,
-            detail={"from": previous, "to": body.tier},
-        )
+        detail = {"from": previous, "to": body.tier}
+        audit(s, "account.tier", account_id=account_id, ref=body.tier, detail=detail)
         record_commit(
             s, op="account.tier", effect_class="set", identity=identity, args=identity, key=key
         )
-        return 200, _row(acct)
+        return 200, row(acct)
 
-    return run_mutation(request, route="set_account_tier", native=False, payload=identity,
-                        apply=apply)
+    return run_mutation(
+        request, route="set_account_tier", native=False, payload=identity, apply=apply
+    )
 
 
 class OrderIn(BaseModel):
     order_number: str = Field(min_length=1, max_length=32, pattern=r"^[A-Za-z0-9][A-Za-z0-9_-]*$")
     account_id: Id
     total: int = Field(strict=True, gt=0, le=MAX_TOTAL)
-
-
-def _order_exists(o: Order) -> Exception:
-    return error(409, "resource_exists",
-                 f"Order {o.order_number} already exists ({o.id}, total {o.total}); "
-                 "read it with get_order instead of creating it again")
 
 
 @router.post(
@@ -310,8 +237,13 @@ def create_order(request: Request, body: OrderIn) -> JSONResponse:
     def apply(s: Session, key: str | None) -> tuple[int, Any]:
         found = s.scalar(select(Order).where(Order.order_number == body.order_number))
         if found is not None:
-            raise _order_exists(found)
-        _get(s, Account, body.account_id, "account")
+            raise error(
+                409,
+                "resource_exists",
+                f"Order {found.order_number} already exists ({found.id}, total {found.total}); "
+                "read it with get_order instead of creating it again",
+            )
+        get_or_404(s, Account, body.account_id, "account")
         o = Order(
             id=new_id(s, "ord"),
             order_number=body.order_number,
@@ -321,255 +253,26 @@ def create_order(request: Request, body: OrderIn) -> JSONResponse:
             created=now(s),
         )
         s.add(o)
-        _audit(
+        audit(
             s, "order.create", account_id=body.account_id, ref=body.order_number, amount=body.total
         )
-        record_commit(s, op="order.create", effect_class="create_unique",
-                      identity={"order_number": body.order_number}, args=body.model_dump(),
-                      key=key)
+        record_commit(
+            s,
+            op="order.create",
+            effect_class="create_unique",
+            identity={"order_number": body.order_number},
+            args=body.model_dump(),
+            key=key,
+        )
         try:
             s.flush()
         except IntegrityError as exc:  # a concurrent create won the unique constraint
-            raise error(409, "resource_exists",
-                        f"Order {body.order_number} already exists") from exc
-        return 201, _row(o)
+            raise error(409, "resource_exists", f"Order {body.order_number} exists") from exc
+        return 201, row(o)
 
-    return run_mutation(request, route="create_order", native=False, payload=body.model_dump(),
-                        apply=apply)
-
-
-# ---- dividends (composite) ---------------------------------------------------------
-
-
-class DividendIn(BaseModel):
-    share_class: str = Field(pattern=r"^[a-z][a-z0-9_]{0,31}$")
-    amount_per_share: int = Field(strict=True, gt=0, le=100_000)
-    reference: str = Field(min_length=1, max_length=64, pattern=r"^[A-Za-z0-9][A-Za-z0-9_.-]*$")
-
-
-def _pay_credits(request: Request, ctx: ServiceContext, dividend_id: str) -> None:
-    """Credit each holder still unpaid in its own transaction, as a batch ledger does."""
-    with Session(ctx.engine) as s:
-        d = _get(s, Dividend, dividend_id, "dividend")
-        holders, reference = list(d.holders), d.reference
-    for i, h in enumerate(holders):
-        if i == 1:
-            maybe_crash(request, "dividend.after_first_credit")
-        try:
-            with Session(ctx.engine) as s, s.begin():
-                done = s.scalar(select(DividendCredit).where(
-                    DividendCredit.dividend_id == dividend_id,
-                    DividendCredit.account_id == h["account_id"]))
-                if done is not None:
-                    continue
-                acct = _apply_delta(s, h["account_id"], h["amount"])
-                s.add(DividendCredit(id=new_id(s, "dcr"), dividend_id=dividend_id,
-                                     account_id=h["account_id"], shares=h["shares"],
-                                     amount=h["amount"], created=now(s)))
-                _audit(s, "dividend.credit", account_id=h["account_id"], ref=reference,
-                       amount=h["amount"], detail={"dividend_id": dividend_id,
-                                                   "balance_after": acct.balance})
-                record_commit(s, op="dividend.credit", effect_class="additive",
-                              identity={"reference": reference, "account_id": h["account_id"],
-                                        "amount": h["amount"]},
-                              args={"dividend_id": dividend_id, **h})
-        except IntegrityError:
-            continue  # a concurrent resume credited this holder first: nothing left to do
-    with Session(ctx.engine) as s, s.begin():
-        _get(s, Dividend, dividend_id, "dividend").status = "paid"
-
-
-@router.post(
-    "/dividends",
-    operation_id="pay_dividend",
-    status_code=201,
-    openapi_extra=effect_meta("dividend.declare", "create_unique",
-                              ["share_class", "amount_per_share", "reference"], "constraint"),
-)
-def pay_dividend(request: Request, body: DividendIn) -> JSONResponse:
-    """Declare a dividend of `amount_per_share` cents on a share class and credit every
-    holder. Credits are paid one by one; a dividend left `processing` is finished with
-    resume_dividend. The reference is unique: a repeat is refused with 409."""
-    ctx = get_ctx(request)
-    claim = claim_key(ctx, honoured_key(request, native=False), "pay_dividend", body.model_dump())
-    if isinstance(claim, JSONResponse):
-        return claim
-    try:
-        with Session(ctx.engine) as s, s.begin():
-            found = s.scalar(select(Dividend).where(Dividend.reference == body.reference))
-            if found is not None:
-                raise error(409, "resource_exists",
-                            f"Dividend {body.reference} already exists ({found.id}, "
-                            f"{found.status}); if it is processing, finish it with "
-                            "resume_dividend instead of paying it again")
-            q = select(Shareholding).where(Shareholding.share_class == body.share_class)
-            holdings = list(s.scalars(q.order_by(Shareholding.account_id)))
-            if not holdings:
-                raise error(404, "resource_missing",
-                            f"No shareholders in share class {body.share_class}")
-            holders = [{"account_id": h.account_id, "shares": h.shares,
-                        "amount": h.shares * body.amount_per_share} for h in holdings]
-            d = Dividend(id=new_id(s, "div"), reference=body.reference,
-                         share_class=body.share_class, amount_per_share=body.amount_per_share,
-                         holders=holders, status="processing", created=now(s))
-            s.add(d)
-            _audit(
-                s,
-                "dividend.declare",
-                ref=body.reference,
-                amount=sum(h["amount"] for h in holders),
-                detail=body.model_dump(),
-            )
-            record_commit(s, op="dividend.declare", effect_class="create_unique",
-                          identity=body.model_dump(), args=body.model_dump(),
-                          key=claim.key if claim else None)
-            try:
-                s.flush()
-            except IntegrityError as exc:
-                raise error(409, "resource_exists",
-                            f"Dividend {body.reference} already exists") from exc
-            dividend_id = d.id
-    except Exception:
-        release_key(ctx, claim)
-        raise
-    _pay_credits(request, ctx, dividend_id)
-    with Session(ctx.engine) as s, s.begin():
-        view = _dividend_view(s, _get(s, Dividend, dividend_id, "dividend"))
-        complete_key(s, claim, 201, view)
-    return JSONResponse(status_code=201, content=view)
-
-
-@router.post(
-    "/dividends/{dividend_id}/resume",
-    operation_id="resume_dividend",
-    openapi_extra=effect_meta("dividend.resume", "set", ["dividend_id"]),
-)
-def resume_dividend(request: Request, dividend_id: PathId) -> dict[str, Any]:
-    """Pay the credits a `processing` dividend still owes; a paid one is left as it is."""
-    ctx = get_ctx(request)
-    _pay_credits(request, ctx, dividend_id)
-    with Session(ctx.engine) as s:
-        return _dividend_view(s, _get(s, Dividend, dividend_id, "dividend"))
-
-
-# ---- schema migrations (composite: DDL, then catalog row) --------------------------
-
-
-class ColumnIn(BaseModel):
-    name: str = Field(pattern=schema.NAME_PATTERN)
-    type: str = Field(pattern="^(integer|text|real)$")
-
-
-class MigrationIn(BaseModel):
-    name: str = Field(pattern=schema.NAME_PATTERN)
-    columns: list[ColumnIn] = Field(min_length=1, max_length=32)
-
-    @field_validator("columns")
-    @classmethod
-    def _unique_names(cls, v: list[ColumnIn]) -> list[ColumnIn]:
-        if len({c.name for c in v}) != len(v):
-            raise ValueError("column names must be unique")
-        return v
-
-
-def _check_unapplied(s: Session, name: str) -> None:
-    m = s.scalar(select(Migration).where(Migration.name == name))
-    if m is not None:
-        raise error(409, "resource_exists",
-                    f"Migration {name} is already applied (table {schema.table_for(name)}, "
-                    f"recorded {m.applied})")
-    if schema.table_exists(s, name):
-        raise error(409, "partial_migration",
-                    f"Table {schema.table_for(name)} exists without a catalog row in "
-                    "db_migrations: an earlier apply_migration stopped after its DDL. Do not "
-                    f"apply it again; call repair_migration for {name} to record the "
-                    "missing catalog row.")
-
-
-def _record_migration(
-    s: Session, name: str, columns: list[dict[str, str]], repaired: bool, key: str | None
-) -> Migration:
-    """The catalog row and its `migration.apply` commit row: one per name, whichever of
-    apply_migration or repair_migration writes it."""
-    m = Migration(id=new_id(s, "mig"), name=name, columns=columns, repaired=repaired,
-                  applied=now(s))
-    s.add(m)
-    _audit(s, "migration.repair" if repaired else "migration.apply", ref=name,
-           detail={"columns": columns})
-    record_commit(
-        s,
-        op="migration.apply",
-        effect_class="create_unique",
-        identity={"name": name},
-        args={"name": name, "columns": columns, "repaired": repaired},
-        key=key,
+    return run_mutation(
+        request, route="create_order", native=False, payload=body.model_dump(), apply=apply
     )
-    return m
-
-
-@router.post(
-    "/migrations",
-    operation_id="apply_migration",
-    status_code=201,
-    openapi_extra=effect_meta("migration.apply", "create_unique", ["name"], "constraint"),
-)
-def apply_migration(request: Request, body: MigrationIn) -> JSONResponse:
-    """Create table ext_<name> with the given columns and record it in the migration
-    catalog. The DDL and the catalog row are two transactions."""
-    ctx = get_ctx(request)
-    columns = [c.model_dump() for c in body.columns]
-    claim = claim_key(ctx, honoured_key(request, native=False), "apply_migration",
-                      body.model_dump())
-    if isinstance(claim, JSONResponse):
-        return claim
-    try:
-        with Session(ctx.engine) as s:
-            _check_unapplied(s, body.name)
-        try:
-            schema.create_table(ctx.engine, body.name, columns)
-        except OperationalError as exc:  # created concurrently since the check
-            raise error(
-                409, "partial_migration", f"Table {schema.table_for(body.name)} already exists"
-            ) from exc
-    except Exception:
-        release_key(ctx, claim)
-        raise
-    maybe_crash(request, "migration.after_ddl")
-    try:
-        with Session(ctx.engine) as s, s.begin():
-            m = _record_migration(s, body.name, columns, False, claim.key if claim else None)
-            s.flush()
-            view = _row(m)
-            complete_key(s, claim, 201, view)
-    except IntegrityError as exc:  # a concurrent repair recorded it first
-        release_key(ctx, claim)
-        raise error(409, "resource_exists", f"Migration {body.name} is already applied") from exc
-    return JSONResponse(status_code=201, content=view)
-
-
-@router.post(
-    "/migrations/{name}/repair",
-    operation_id="repair_migration",
-    openapi_extra=effect_meta("migration.repair", "set", ["name"]),
-)
-def repair_migration(request: Request, name: MigrationName) -> JSONResponse:
-    """Record the missing catalog row of a migration whose table exists (a half-applied
-    migration). A migration already in the catalog is returned as it is."""
-
-    def apply(s: Session, key: str | None) -> tuple[int, Any]:
-        m = s.scalar(select(Migration).where(Migration.name == name))
-        if m is None:
-            columns = schema.ext_tables(s).get(schema.table_for(name))
-            if columns is None:
-                raise error(404, "resource_missing",
-                            f"No table {schema.table_for(name)}: nothing to repair; apply the "
-                            "migration with apply_migration")
-            m = _record_migration(s, name, columns, True, key)
-            s.flush()
-        return 200, _row(m)
-
-    return run_mutation(request, route="repair_migration", native=False, payload={"name": name},
-                        apply=apply)
 
 
 # ---- domain definition -------------------------------------------------------------
@@ -602,14 +305,14 @@ def partial_state(state: dict[str, Any]) -> list[str]:
     cataloged = {m["name"] for m in tables["db_migrations"]}
     for table in state.get("extra", {}).get("ext_tables", {}):
         if table[len(schema.EXT_PREFIX) :] not in cataloged:
-            issues.append(f"table {table} exists without a db_migrations row")
+            issues.append(f"table {table} exists without a db_migrations row (half-applied)")
     return issues
 
 
 DOMAIN = DomainService(
     name="database",
     title="UndoBench Database",
-    routers=[router],
+    routers=[router, composites.router],
     tables=TABLES,
     seed_state=seed_state,
     partial_state=partial_state,

@@ -1,0 +1,37 @@
+# Quick start: `make run` (a real paired evaluation on the process runtime), `make test`.
+PY ?= python3
+VENV ?= .venv
+BIN := $(VENV)/bin
+STAMP := $(VENV)/.installed
+OUT ?= runs/quickstart
+
+.PHONY: setup run test lint typecheck bench clean
+
+$(STAMP): pyproject.toml
+	$(PY) -m venv $(VENV)
+	$(BIN)/pip install --quiet --upgrade pip
+	$(BIN)/pip install --quiet -e '.[dev]'
+	touch $(STAMP)
+
+setup: $(STAMP)
+
+run: $(STAMP)
+	rm -rf $(OUT)
+	$(BIN)/undobench run --workflows pay-charge-customer,pay-renew-subscription,pay-split-payout,db-transfer-funds \
+		--method bare,B0,B2 --seeds 1-3 --out $(OUT)
+
+test: $(STAMP)
+	$(BIN)/python -m pytest -m "not docker and not gpu" -q
+
+lint: $(STAMP)
+	$(BIN)/ruff check .
+	$(BIN)/ruff format --check .
+
+typecheck: $(STAMP)
+	$(BIN)/mypy
+
+bench: $(STAMP)
+	$(BIN)/python benchmarks/bench_core.py
+
+clean:
+	rm -rf $(VENV) runs .pytest_cache .mypy_cache .ruff_cache

@@ -1,0 +1,318 @@
+"""Composite routes: dividends and schema migrations commit in several transactions.
+
+A named crash point sits between two of those transactions, so a DURING_MUTATION fault
+leaves a real half-applied state behind; each composite has a route that finishes it.
+"""
+
+from __future__ import annotations
+
+from typing import Annotated, Any
+
+from fastapi import APIRouter, Path, Request
+from fastapi.responses import JSONResponse
+from pydantic import BaseModel, Field, field_validator
+from sqlalchemy import select
+from sqlalchemy.exc import IntegrityError, OperationalError
+from sqlalchemy.orm import Session
+
+from .._service.context import ServiceContext, get_ctx, maybe_crash, new_id, now
+from .._service.mutation import (
+    claim_key,
+    complete_key,
+    effect_meta,
+    error,
+    honoured_key,
+    record_commit,
+    release_key,
+    run_mutation,
+)
+from . import schema
+from .common import PathId, apply_delta, audit, get_or_404, row
+from .models import Dividend, DividendCredit, Migration, Shareholding
+
+router = APIRouter(prefix="/v1")
+MigrationName = Annotated[str, Path(pattern=schema.NAME_PATTERN)]
+
+
+def dividend_view(s: Session, d: Dividend) -> dict[str, Any]:
+    q = select(DividendCredit).where(DividendCredit.dividend_id == d.id)
+    return {**row(d), "credits": [row(c) for c in s.scalars(q.order_by(DividendCredit.id))]}
+
+
+# ---- dividends ---------------------------------------------------------------------
+
+
+class DividendIn(BaseModel):
+    share_class: str = Field(pattern=r"^[a-z][a-z0-9_]{0,31}$")
+    amount_per_share: int = Field(strict=True, gt=0, le=100_000)
+    reference: str = Field(min_length=1, max_length=64, pattern=r"^[A-Za-z0-9][A-Za-z0-9_.-]*$")
+
+
+def _credit_holder(s: Session, dividend_id: str, reference: str, h: dict[str, Any]) -> None:
+    acct = apply_delta(s, h["account_id"], h["amount"])
+    s.add(
+        DividendCredit(
+            id=new_id(s, "dcr"),
+            dividend_id=dividend_id,
+            account_id=h["account_id"],
+            shares=h["shares"],
+            amount=h["amount"],
+            created=now(s),
+        )
+    )
+    audit(
+        s,
+        "dividend.credit",
+        account_id=h["account_id"],
+        ref=reference,
+        amount=h["amount"],
+        detail={"dividend_id": dividend_id, "balance_after": acct.balance},
+    )
+    record_commit(
+        s,
+        op="dividend.credit",
+        effect_class="additive",
+        identity={"reference": reference, "account_id": h["account_id"], "amount": h["amount"]},
+        args={"dividend_id": dividend_id, **h},
+    )
+
+
+def _pay_credits(request: Request, ctx: ServiceContext, dividend_id: str) -> None:
+    """Credit each holder still unpaid in its own transaction, as a batch ledger does."""
+    with Session(ctx.engine) as s:
+        d = get_or_404(s, Dividend, dividend_id, "dividend")
+        holders, reference = list(d.holders), d.reference
+    for i, h in enumerate(holders):
+        if i == 1:
+            maybe_crash(request, "dividend.after_first_credit")
+        try:
+            with Session(ctx.engine) as s, s.begin():
+                done = s.scalar(
+                    select(DividendCredit).where(
+                        DividendCredit.dividend_id == dividend_id,
+                        DividendCredit.account_id == h["account_id"],
+                    )
+                )
+                if done is None:
+                    _credit_holder(s, dividend_id, reference, h)
+        except IntegrityError:
+            continue  # a concurrent resume credited this holder first: nothing left to do
+    with Session(ctx.engine) as s, s.begin():
+        get_or_404(s, Dividend, dividend_id, "dividend").status = "paid"
+
+
+def _declare(s: Session, body: DividendIn, key: str | None) -> str:
+    found = s.scalar(select(Dividend).where(Dividend.reference == body.reference))
+    if found is not None:
+        raise error(
+            409,
+            "resource_exists",
+            f"Dividend {body.reference} already exists ({found.id}, {found.status}); if it is "
+            "processing, finish it with resume_dividend instead of paying it again",
+        )
+    q = select(Shareholding).where(Shareholding.share_class == body.share_class)
+    holders: list[dict[str, Any]] = [
+        {"account_id": h.account_id, "shares": h.shares, "amount": h.shares * body.amount_per_share}
+        for h in s.scalars(q.order_by(Shareholding.account_id))
+    ]
+    if not holders:
+        raise error(404, "resource_missing", f"No shareholders in share class {body.share_class}")
+    d = Dividend(
+        id=new_id(s, "div"),
+        reference=body.reference,
+        share_class=body.share_class,
+        amount_per_share=body.amount_per_share,
+        holders=holders,
+        status="processing",
+        created=now(s),
+    )
+    s.add(d)
+    total = sum(h["amount"] for h in holders)
+    audit(s, "dividend.declare", ref=body.reference, amount=total, detail=body.model_dump())
+    record_commit(
+        s,
+        op="dividend.declare",
+        effect_class="create_unique",
+        identity=body.model_dump(),
+        args=body.model_dump(),
+        key=key,
+    )
+    try:
+        s.flush()
+    except IntegrityError as exc:  # a concurrent declaration won the unique reference
+        raise error(409, "resource_exists", f"Dividend {body.reference} already exists") from exc
+    return d.id
+
+
+@router.post(
+    "/dividends",
+    operation_id="pay_dividend",
+    status_code=201,
+    openapi_extra=effect_meta(
+        "dividend.declare",
+        "create_unique",
+        ["share_class", "amount_per_share", "reference"],
+        "constraint",
+    ),
+)
+def pay_dividend(request: Request, body: DividendIn) -> JSONResponse:
+    """Declare a dividend of `amount_per_share` cents on a share class and credit every
+    holder's balance. Credits are paid one by one; a dividend left `processing` is finished
+    with resume_dividend. The reference is unique: a repeat is refused with 409."""
+    ctx = get_ctx(request)
+    claim = claim_key(ctx, honoured_key(request, native=False), "pay_dividend", body.model_dump())
+    if isinstance(claim, JSONResponse):
+        return claim
+    try:
+        with Session(ctx.engine) as s, s.begin():
+            dividend_id = _declare(s, body, claim.key if claim else None)
+    except Exception:
+        release_key(ctx, claim)
+        raise
+    _pay_credits(request, ctx, dividend_id)
+    with Session(ctx.engine) as s, s.begin():
+        view = dividend_view(s, get_or_404(s, Dividend, dividend_id, "dividend"))
+        complete_key(s, claim, 201, view)
+    return JSONResponse(status_code=201, content=view)
+
+
+@router.post(
+    "/dividends/{dividend_id}/resume",
+    operation_id="resume_dividend",
+    openapi_extra=effect_meta("dividend.resume", "set", ["dividend_id"]),
+)
+def resume_dividend(request: Request, dividend_id: PathId) -> dict[str, Any]:
+    """Pay the credits a `processing` dividend still owes; a paid one is left as it is."""
+    ctx = get_ctx(request)
+    _pay_credits(request, ctx, dividend_id)
+    with Session(ctx.engine) as s:
+        return dividend_view(s, get_or_404(s, Dividend, dividend_id, "dividend"))
+
+
+# ---- schema migrations: DDL, then the catalog row ----------------------------------
+
+
+class ColumnIn(BaseModel):
+    name: str = Field(pattern=schema.NAME_PATTERN)
+    type: str = Field(pattern="^(integer|text|real)$")
+
+
+class MigrationIn(BaseModel):
+    name: str = Field(pattern=schema.NAME_PATTERN)
+    columns: list[ColumnIn] = Field(min_length=1, max_length=32)
+
+    @field_validator("columns")
+    @classmethod
+    def _unique_names(cls, v: list[ColumnIn]) -> list[ColumnIn]:
+        if len({c.name for c in v}) != len(v):
+            raise ValueError("column names must be unique")
+        return v
+
+
+def _check_unapplied(s: Session, name: str) -> None:
+    table = schema.table_for(name)
+    m = s.scalar(select(Migration).where(Migration.name == name))
+    if m is not None:
+        raise error(
+            409,
+            "resource_exists",
+            f"Migration {name} is already applied (table {table}, recorded {m.applied})",
+        )
+    if schema.table_exists(s, name):
+        raise error(
+            409,
+            "partial_migration",
+            f"Table {table} exists without a catalog row in db_migrations: an earlier "
+            f"apply_migration stopped after its DDL. Do not apply it again; call "
+            f"repair_migration for {name} to record the missing catalog row.",
+        )
+
+
+def _record_migration(
+    s: Session, name: str, columns: list[dict[str, str]], repaired: bool, key: str | None
+) -> Migration:
+    """The catalog row and its `migration.apply` commit row: one per name (the unique
+    constraint), whichever of apply_migration or repair_migration writes it."""
+    m = Migration(
+        id=new_id(s, "mig"), name=name, columns=columns, repaired=repaired, applied=now(s)
+    )
+    s.add(m)
+    action = "migration.repair" if repaired else "migration.apply"
+    audit(s, action, ref=name, detail={"columns": columns})
+    record_commit(
+        s,
+        op="migration.apply",
+        effect_class="create_unique",
+        identity={"name": name},
+        args={"name": name, "columns": columns, "repaired": repaired},
+        key=key,
+    )
+    return m
+
+
+@router.post(
+    "/migrations",
+    operation_id="apply_migration",
+    status_code=201,
+    openapi_extra=effect_meta("migration.apply", "create_unique", ["name"], "constraint"),
+)
+def apply_migration(request: Request, body: MigrationIn) -> JSONResponse:
+    """Create table ext_<name> with the given columns and record it in the migration
+    catalog. The DDL and the catalog row are two transactions."""
+    ctx = get_ctx(request)
+    columns = [c.model_dump() for c in body.columns]
+    key = honoured_key(request, native=False)
+    claim = claim_key(ctx, key, "apply_migration", body.model_dump())
+    if isinstance(claim, JSONResponse):
+        return claim
+    try:
+        with Session(ctx.engine) as s:
+            _check_unapplied(s, body.name)
+        try:
+            schema.create_table(ctx.engine, body.name, columns)
+        except OperationalError as exc:  # created concurrently since the check
+            table = schema.table_for(body.name)
+            raise error(409, "partial_migration", f"Table {table} already exists") from exc
+    except Exception:
+        release_key(ctx, claim)
+        raise
+    maybe_crash(request, "migration.after_ddl")
+    try:
+        with Session(ctx.engine) as s, s.begin():
+            m = _record_migration(s, body.name, columns, False, claim.key if claim else None)
+            s.flush()
+            view = row(m)
+            complete_key(s, claim, 201, view)
+    except IntegrityError as exc:  # a concurrent repair recorded it first
+        release_key(ctx, claim)
+        raise error(409, "resource_exists", f"Migration {body.name} is already applied") from exc
+    return JSONResponse(status_code=201, content=view)
+
+
+@router.post(
+    "/migrations/{name}/repair",
+    operation_id="repair_migration",
+    openapi_extra=effect_meta("migration.repair", "set", ["name"]),
+)
+def repair_migration(request: Request, name: MigrationName) -> JSONResponse:
+    """Record the missing catalog row of a half-applied migration (its table exists, its
+    catalog row does not). A migration already in the catalog is returned as it is."""
+
+    def apply(s: Session, key: str | None) -> tuple[int, Any]:
+        m = s.scalar(select(Migration).where(Migration.name == name))
+        if m is None:
+            table = schema.table_for(name)
+            columns = schema.ext_tables(s).get(table)
+            if columns is None:
+                raise error(
+                    404,
+                    "resource_missing",
+                    f"No table {table}: nothing to repair; apply the migration instead",
+                )
+            m = _record_migration(s, name, columns, True, key)
+            s.flush()
+        return 200, row(m)
+
+    return run_mutation(
+        request, route="repair_migration", native=False, payload={"name": name}, apply=apply
+    )

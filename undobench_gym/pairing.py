@@ -1,0 +1,99 @@
+"""Paired counterfactual trials: the same seed twice, once healthy and once with one fault."""
+
+from __future__ import annotations
+
+import time
+from typing import Any, Protocol
+
+import gymnasium as gym
+
+from .seeding import stable_id
+from .specs import FaultScenario, WorkflowSpec
+
+
+class Agent(Protocol):
+    name: str
+
+    def reset(self, plan: list[dict[str, Any]]) -> None: ...
+
+    def act(self, observation: str) -> dict[str, Any] | str: ...
+
+
+def run_episode(
+    env: gym.Env[str, str], agent: Agent, *, seed: int, workflow: str, fault: str | None
+) -> dict[str, Any]:
+    obs, _info = env.reset(seed=seed, options={"workflow": workflow, "fault": fault})
+    base: Any = env.unwrapped
+    agent.reset(base.gold_plan())
+    while True:
+        obs, _r, terminated, truncated, info = env.step(agent.act(obs))
+        if terminated or truncated:
+            record: dict[str, Any] = info["episode"]
+            return record
+
+
+def _faulted_step(transcript: list[dict[str, Any]], call_index: int | None) -> int | None:
+    """0-based transcript position of the call the fault hit (calls are numbered on the wire)."""
+    if call_index is None:
+        return None
+    n = 0
+    for pos, entry in enumerate(transcript):
+        obs = entry["observation"]
+        if isinstance(obs, dict) and "tool" in obs:
+            n += 1
+            if n == call_index:
+                return pos
+    return None
+
+
+def prefix_equivalent(control: dict[str, Any], fault: dict[str, Any]) -> bool:
+    """Identical up to the moment the fault fired: every earlier step, and the faulted action."""
+    a, b = control["transcript"], fault["transcript"]
+    record = fault.get("fault") or {}
+    pos = _faulted_step(b, record.get("index")) if fault.get("fault_fired") else None
+    if pos is None:
+        return bool(a == b)
+    if len(a) <= pos:
+        return False
+    return bool(a[:pos] == b[:pos] and a[pos]["action"] == b[pos]["action"])
+
+
+def pair_id(workflow: str, scenario: str, method: str, seed: int, agent: str) -> str:
+    return stable_id("pair", workflow, scenario, method, seed, agent, length=16)
+
+
+def run_pair(
+    env: gym.Env[str, str],
+    agent: Agent,
+    *,
+    workflow: WorkflowSpec,
+    scenario: FaultScenario,
+    seed: int,
+    method: str,
+    runtime: str,
+    model: str | None = None,
+    framework: str | None = None,
+) -> dict[str, Any]:
+    t0 = time.monotonic()
+    control = run_episode(env, agent, seed=seed, workflow=workflow.id, fault=None)
+    faulted = run_episode(env, agent, seed=seed, workflow=workflow.id, fault=scenario.id)
+    return {
+        "pair_id": pair_id(workflow.id, scenario.id, method, seed, agent.name),
+        "workflow": workflow.id,
+        "domain": workflow.domain,
+        "split": workflow.split,
+        "kind": workflow.kind,
+        "seed": seed,
+        "method": method,
+        "agent": agent.name,
+        "model": model,
+        "framework": framework,
+        "runtime": runtime,
+        "scenario": scenario.id,
+        "boundary": scenario.boundary.value,
+        "ambiguous": scenario.ambiguous,
+        "prefix_equivalent": prefix_equivalent(control, faulted),
+        "control": control,
+        "fault": faulted,
+        "wall_ms": round((time.monotonic() - t0) * 1000, 1),
+    }
