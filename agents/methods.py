@@ -25,5 +25,7 @@ def wrap(env: gym.Env[str, str], method: str) -> gym.Env[str, str]:
     if method in ("B2", "B2-K"):
         return IdempotencyKeys(NaiveRetry(env))
     if method in PLANNED:
-        raise UndoBenchError(f"method {method} is not available yet; available: {', '.join(METHODS)}")
+        raise UndoBenchError(
+            f"method {method} is not available yet; available: {', '.join(METHODS)}"
+        )
     raise UndoBenchError(f"unknown method {method!r}; available: {', '.join(METHODS)}")

@@ -55,8 +55,10 @@ class ScriptedAgent:
         obs = json.loads(observation)
         if self.cursor > 0:
             if is_failure(obs):
-                return {"tool": "finish", "arguments": {"status": "gave_up",
-                                                        "summary": "a call failed"}}
+                return {
+                    "tool": "finish",
+                    "arguments": {"status": "gave_up", "summary": "a call failed"},
+                }
             self.results.append(obs.get("body"))
         if self.cursor >= len(self.plan):
             return {"tool": "finish", "arguments": {"status": "done"}}
@@ -65,6 +67,8 @@ class ScriptedAgent:
         try:
             args = resolve_refs(step["arguments"], self.results)
         except (KeyError, IndexError, ValueError, TypeError):
-            return {"tool": "finish", "arguments": {"status": "gave_up",
-                                                    "summary": "could not read a result"}}
+            return {
+                "tool": "finish",
+                "arguments": {"status": "gave_up", "summary": "could not read a result"},
+            }
         return {"tool": step["tool"], "arguments": args}

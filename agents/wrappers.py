@@ -45,13 +45,13 @@ class IdempotencyKeys(gym.Wrapper[str, str, str, str]):
     def __init__(self, env: gym.Env[str, str]) -> None:
         super().__init__(env)
         self.keyed: set[str] = set()
-        self.episode_id = ""
+        self.task_instance = ""
 
     def reset(
         self, *, seed: int | None = None, options: dict[str, Any] | None = None
     ) -> tuple[str, dict[str, Any]]:
         obs, info = self.env.reset(seed=seed, options=options)
-        self.episode_id = info["episode_id"]
+        self.task_instance = info["task_instance"]
         self.keyed = {
             t["function"]["name"]
             for t in info["tools"]
@@ -73,7 +73,12 @@ class IdempotencyKeys(gym.Wrapper[str, str, str, str]):
             and "idempotency_key" not in parsed["arguments"]
         ):
             args = parsed["arguments"]
-            key = stable_id("idem", self.episode_id, parsed["tool"],
-                            json.dumps(args, sort_keys=True, default=str), length=24)
+            key = stable_id(
+                "idem",
+                self.task_instance,
+                parsed["tool"],
+                json.dumps(args, sort_keys=True, default=str),
+                length=24,
+            )
             parsed = {**parsed, "arguments": {**args, "idempotency_key": key}}
         return self.env.step(parsed)

@@ -33,21 +33,24 @@ Indicator = Callable[[Pair], tuple[bool, bool]]
 
 def _eor(p: Pair) -> bool:
     fx = _fx(p)
-    return fx["missing"] == 0 and fx["duplicates"] == 0 and fx["forbidden"] == 0
+    return bool(fx["missing"] == 0 and fx["duplicates"] == 0 and fx["forbidden"] == 0)
 
 
 INDICATORS: dict[str, Indicator] = {
     "control_rate": lambda p: (bool(p["control"]["success"]), True),
     "rsr": lambda p: (bool(p["fault"]["success"]), True),
-    "crsr": lambda p: (bool(p["control"]["success"] and p["fault"]["success"]),
-                       bool(p["control"]["success"])),
+    "crsr": lambda p: (
+        bool(p["control"]["success"] and p["fault"]["success"]),
+        bool(p["control"]["success"]),
+    ),
     "der": lambda p: (_fx(p)["duplicates"] > 0, True),
     "mer": lambda p: (_fx(p)["missing"] > 0, True),
-    "urr": lambda p: (_fx(p).get("reissued_after_commit", 0) > 0 or _fx(p)["duplicates"] > 0,
-                      True),
+    "urr": lambda p: (_fx(p).get("reissued_after_commit", 0) > 0 or _fx(p)["duplicates"] > 0, True),
     "eor": lambda p: (_eor(p), True),
-    "eor_cond": lambda p: (_eor(p) and bool(p["control"]["success"]),
-                           bool(p["control"]["success"])),
+    "eor_cond": lambda p: (
+        _eor(p) and bool(p["control"]["success"]),
+        bool(p["control"]["success"]),
+    ),
     "fired_rate": lambda p: (bool(p["fault"].get("fault_fired")), True),
     "abstention_rate": lambda p: (
         not p["fault"]["success"] and _fx(p)["duplicates"] == 0 and _fx(p)["forbidden"] == 0,
@@ -78,8 +81,9 @@ def _cluster_arrays(pairs: list[Pair], metric: str) -> tuple[np.ndarray, np.ndar
     return num_c, den_c, keys
 
 
-def bootstrap(pairs: list[Pair], metric: str, resamples: int = BOOTSTRAP_RESAMPLES,
-              seed: int = BOOTSTRAP_SEED) -> list[float] | None:
+def bootstrap(
+    pairs: list[Pair], metric: str, resamples: int = BOOTSTRAP_RESAMPLES, seed: int = BOOTSTRAP_SEED
+) -> list[float] | None:
     """Task-clustered percentile bootstrap of the ratio; pairs are resampled when there is
     a single task (a one-cluster bootstrap would say nothing)."""
     if not pairs:
@@ -125,8 +129,13 @@ def metrics(pairs: Iterable[Pair]) -> dict[str, Any]:
     d = sum(1 for p in valid if p["control"]["success"])
     f = sum(1 for p in valid if p["fault"]["success"])
     c = sum(1 for p in valid if p["control"]["success"] and p["fault"]["success"])
-    out: dict[str, Any] = {"N": len(valid), "D": d, "F": f, "C": c,
-                           "infra_errors": len(all_pairs) - len(valid)}
+    out: dict[str, Any] = {
+        "N": len(valid),
+        "D": d,
+        "F": f,
+        "C": c,
+        "infra_errors": len(all_pairs) - len(valid),
+    }
     for name in INDICATORS:
         out[name] = rate(valid, name)
     return out

@@ -11,8 +11,22 @@ from undobench_gym.trials import read_trials
 
 from .summary import summarize
 
-COLUMNS = ("N", "D", "F", "C", "control_rate", "rsr", "crsr", "der", "mer", "urr", "eor",
-           "eor_cond", "fired_rate", "abstention_rate")
+COLUMNS = (
+    "N",
+    "D",
+    "F",
+    "C",
+    "control_rate",
+    "rsr",
+    "crsr",
+    "der",
+    "mer",
+    "urr",
+    "eor",
+    "eor_cond",
+    "fired_rate",
+    "abstention_rate",
+)
 
 
 def _cell(value: Any) -> str:
@@ -38,16 +52,28 @@ def write_reports(out: Path) -> dict[str, Any]:
         w.writerow(["group", "value", *COLUMNS])
         for group, name, m in _rows(summary):
             w.writerow([group, name, *(_cell(m[c]) for c in COLUMNS)])
-    lines = ["# UndoBench run report", "", f"{len(trials)} paired trials.", "",
-             "| group | value | " + " | ".join(COLUMNS) + " |",
-             "|" + "---|" * (len(COLUMNS) + 2)]
+    lines = [
+        "# UndoBench run report",
+        "",
+        f"{len(trials)} paired trials.",
+        "",
+        "| group | value | " + " | ".join(COLUMNS) + " |",
+        "|" + "---|" * (len(COLUMNS) + 2),
+    ]
     for group, name, m in _rows(summary):
         lines.append(f"| {group} | {name} | " + " | ".join(_cell(m[c]) for c in COLUMNS) + " |")
     if summary["contrasts"]:
-        lines += ["", "## Method contrasts", "", "| metric | a | b | diff | 95% CI | p | p (Holm) |",
-                  "|---|---|---|---|---|---|---|"]
+        lines += [
+            "",
+            "## Method contrasts",
+            "",
+            "| metric | a | b | diff | 95% CI | p | p (Holm) |",
+            "|---|---|---|---|---|---|---|",
+        ]
         for c in summary["contrasts"]:
-            lines.append(f"| {c['metric']} | {c['a']} | {c['b']} | {c['diff']:+.3f} | "
-                         f"{c['ci']} | {c['p']} | {c['p_holm']} |")
+            lines.append(
+                f"| {c['metric']} | {c['a']} | {c['b']} | {c['diff']:+.3f} | "
+                f"{c['ci']} | {c['p']} | {c['p_holm']} |"
+            )
     (out / "report.md").write_text("\n".join(lines) + "\n")
     return summary

@@ -13,8 +13,14 @@ from statsmodels.stats.proportion import test_proportions_2indep, tost_proportio
 
 from .metrics import BOOTSTRAP_RESAMPLES, BOOTSTRAP_SEED, INDICATORS, Pair, is_infra_error, metrics
 
-GROUPS = {"method": "method", "model": "model", "framework": "framework", "task": "workflow",
-          "boundary": "boundary", "domain": "domain"}
+GROUPS = {
+    "method": "method",
+    "model": "model",
+    "framework": "framework",
+    "task": "workflow",
+    "boundary": "boundary",
+    "domain": "domain",
+}
 CONTRAST_METRICS = ("rsr", "der")
 TOST_MARGIN = 0.10
 
@@ -42,10 +48,12 @@ def _finite(x: float) -> float | None:
 def _diff_bootstrap(a: list[Pair], b: list[Pair], metric: str) -> list[float] | None:
     """Resample tasks, the same task draw for both arms (they share tasks and seeds)."""
     tasks = sorted({p["workflow"] for p in a} | {p["workflow"] for p in b})
+
     def per_task(pairs: list[Pair]) -> tuple[np.ndarray, np.ndarray]:
         by = _group(pairs, "workflow")
         n = [_counts(by.get(t, []), metric) for t in tasks]
         return np.array([x[0] for x in n], float), np.array([x[1] for x in n], float)
+
     (na, da), (nb, db) = per_task(a), per_task(b)
     rng = np.random.default_rng(BOOTSTRAP_SEED)
     idx = rng.integers(0, len(tasks), size=(BOOTSTRAP_RESAMPLES, len(tasks)))
@@ -69,11 +77,24 @@ def contrasts(pairs: list[Pair]) -> list[dict[str, Any]]:
             diff = xa / na - xb / nb
             with warnings.catch_warnings():
                 warnings.simplefilter("ignore")
-                p = 1.0 if xa == xb and na == nb else _finite(
-                    test_proportions_2indep(xa, na, xb, nb, method="agresti-caffo").pvalue)
-            out.append({"metric": metric, "a": a, "b": b, "diff": round(diff, 6),
-                        "ci": _diff_bootstrap(by_method[a], by_method[b], metric), "p": p,
-                        "p_holm": None})
+                p = (
+                    1.0
+                    if xa == xb and na == nb
+                    else _finite(
+                        test_proportions_2indep(xa, na, xb, nb, method="agresti-caffo").pvalue
+                    )
+                )
+            out.append(
+                {
+                    "metric": metric,
+                    "a": a,
+                    "b": b,
+                    "diff": round(diff, 6),
+                    "ci": _diff_bootstrap(by_method[a], by_method[b], metric),
+                    "p": p,
+                    "p_holm": None,
+                }
+            )
     ps = [c["p"] for c in out if c["p"] is not None]
     if ps:
         adjusted = iter(multipletests(ps, method="holm")[1])
@@ -88,19 +109,32 @@ def tost(pairs: list[Pair]) -> dict[str, Any]:
     between each method and the first, within ±TOST_MARGIN."""
     by_method = _group(pairs, "method")
     names = list(by_method)
-    result: dict[str, Any] = {"metric": "control_rate", "margin": TOST_MARGIN,
-                              "reference": names[0] if names else None, "comparisons": []}
+    result: dict[str, Any] = {
+        "metric": "control_rate",
+        "margin": TOST_MARGIN,
+        "reference": names[0] if names else None,
+        "comparisons": [],
+    }
     for other in names[1:]:
-        (xa, na), (xb, nb) = (_counts(by_method[other], "control_rate"),
-                              _counts(by_method[names[0]], "control_rate"))
+        (xa, na), (xb, nb) = (
+            _counts(by_method[other], "control_rate"),
+            _counts(by_method[names[0]], "control_rate"),
+        )
         with warnings.catch_warnings():
             warnings.simplefilter("ignore")
-            res = tost_proportions_2indep(xa, na, xb, nb, -TOST_MARGIN, TOST_MARGIN,
-                                          method="agresti-caffo")
+            res = tost_proportions_2indep(
+                xa, na, xb, nb, -TOST_MARGIN, TOST_MARGIN, method="agresti-caffo"
+            )
         p = _finite(res.pvalue)
-        result["comparisons"].append({"a": other, "b": names[0],
-                                      "diff": round(xa / na - xb / nb, 6), "p": p,
-                                      "equivalent": p is not None and p < 0.05})
+        result["comparisons"].append(
+            {
+                "a": other,
+                "b": names[0],
+                "diff": round(xa / na - xb / nb, 6),
+                "p": p,
+                "equivalent": p is not None and p < 0.05,
+            }
+        )
     return result
 
 
@@ -108,8 +142,10 @@ def summarize(pairs: list[Pair]) -> dict[str, Any]:
     valid = [p for p in pairs if not is_infra_error(p)]
     return {
         "overall": metrics(pairs),
-        "by": {name: {k: metrics(v) for k, v in _group(pairs, key).items()}
-               for name, key in GROUPS.items()},
+        "by": {
+            name: {k: metrics(v) for k, v in _group(pairs, key).items()}
+            for name, key in GROUPS.items()
+        },
         "contrasts": contrasts(valid),
         "tost": tost(valid),
     }

@@ -73,12 +73,17 @@ class ControlServer:
         if not port or self.server is not None:
             return
         config = uvicorn.Config(
-            create_control_app(self.state), host=ctx.options.undobench_control_host, port=port,
-            log_level="warning", access_log=False, lifespan="off",
+            create_control_app(self.state),
+            host=ctx.options.undobench_control_host,
+            port=port,
+            log_level="warning",
+            access_log=False,
+            lifespan="off",
         )
         self.server = uvicorn.Server(config)
-        self.thread = threading.Thread(target=self.server.run, name="undobench-control",
-                                       daemon=True)
+        self.thread = threading.Thread(
+            target=self.server.run, name="undobench-control", daemon=True
+        )
         self.thread.start()
 
     def done(self) -> None:

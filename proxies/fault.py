@@ -64,8 +64,9 @@ class FaultInjector:
         plan = self.state.plan
         if plan is None or self.state.fired or flow.metadata.get("ub_index") is None:
             return
-        if not plan.matches(flow.metadata["ub_index"], flow.metadata["ub_tool"],
-                            flow.metadata["ub_nth"]):
+        if not plan.matches(
+            flow.metadata["ub_index"], flow.metadata["ub_tool"], flow.metadata["ub_nth"]
+        ):
             return
         if plan.action == "drop_request":
             flow.metadata["ub_forwarded"] = False
@@ -95,8 +96,9 @@ class FaultInjector:
         crash_point = flow.metadata.pop("ub_crash", None)
         plan = self.state.plan
         if crash_point and plan is not None:
-            self._record(flow, "crash", crash_point=crash_point,
-                         error=flow.error.msg if flow.error else None)
+            self._record(
+                flow, "crash", crash_point=crash_point, error=flow.error.msg if flow.error else None
+            )
             if plan.visible_error == "timeout":
                 await asyncio.sleep(plan.timeout_s)
         # Kill instead of letting mitmproxy answer with its own tell-tale 502 page:

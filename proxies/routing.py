@@ -16,7 +16,9 @@ class Router:
 
     def load(self, loader: object) -> None:
         loader.add_option(  # type: ignore[attr-defined]
-            "undobench_routes", str, "{}",
+            "undobench_routes",
+            str,
+            "{}",
             'JSON map of path prefix to upstream, e.g. {"payments": "127.0.0.1:8001"}',
         )
 

@@ -80,8 +80,12 @@ class EpisodeState:
         for t in tools:
             pattern = re.sub(r"\\\{[^}]+\\\}", "[^/]+", re.escape(t["path"]))
             routes.append(
-                RoutePattern(t["name"], t["method"].upper(), re.compile(f"^{pattern}$"),
-                             bool(t.get("read_only", False)))
+                RoutePattern(
+                    t["name"],
+                    t["method"].upper(),
+                    re.compile(f"^{pattern}$"),
+                    bool(t.get("read_only", False)),
+                )
             )
         with self.lock:
             self.routes = routes

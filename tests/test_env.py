@@ -26,8 +26,9 @@ def test_gold_plan_succeeds_in_control(play: Any, workflow: Any) -> None:
     assert verdict["layers"]["committed"] >= len(workflow.required_effects) > 0
 
 
-@pytest.mark.parametrize(("workflow", "scenario"), SCENARIOS,
-                         ids=[f"{w.id}:{s}" for w, s in SCENARIOS])
+@pytest.mark.parametrize(
+    ("workflow", "scenario"), SCENARIOS, ids=[f"{w.id}:{s}" for w, s in SCENARIOS]
+)
 def test_every_fault_fires_under_the_gold_plan(play: Any, workflow: Any, scenario: str) -> None:
     ep = play(workflow, scenario)
     assert ep["fault_fired"] is True, ep["transcript"]
@@ -59,8 +60,9 @@ def test_lost_ack_duplicates_under_b0_not_b2(play: Any, env_for: Any) -> None:
     wire_posts = [e for e in env._episode["wire"]["events"] if e["tool"] == "create_charge"]
     log = env._episode["commit_log"]
     # Wire and commit log agree: two POSTs reached the service and both committed.
-    assert len(wire_posts) == 2 and all(e["upstream_status"] == 201 or e["status"] == 201
-                                        for e in wire_posts)
+    assert len(wire_posts) == 2 and all(
+        e["upstream_status"] == 201 or e["status"] == 201 for e in wire_posts
+    )
     assert [r["op"] for r in log] == ["charge.create", "charge.create"]
 
     b2 = play(wf, "lost-ack", "B2")
@@ -133,9 +135,9 @@ BAD_ACTIONS = [
 
 def test_malformed_actions_give_error_observations(env_for: Any) -> None:
     env = env_for("payments")
-    obs, info = env.reset(seed=5, options={"workflow": "pay-charge-customer"})
+    obs, _info = env.reset(seed=5, options={"workflow": "pay-charge-customer"})
     for action in BAD_ACTIONS:
-        obs, reward, terminated, truncated, _ = env.step(action)
+        obs, _reward, terminated, truncated, _ = env.step(action)
         parsed = json.loads(obs)
         assert not terminated
         is_error = "error" in parsed or parsed.get("status", 200) >= 400

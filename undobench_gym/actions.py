@@ -56,15 +56,18 @@ def parse_action(action: Any, tools: dict[str, ToolSpec]) -> ToolCall | ActionEr
             return ActionError("action bytes are not UTF-8")
     if isinstance(action, str):
         if len(action) > MAX_ACTION_CHARS:
-            return ActionError(f"action is {len(action)} characters; the limit is "
-                               f"{MAX_ACTION_CHARS}")
+            return ActionError(
+                f"action is {len(action)} characters; the limit is {MAX_ACTION_CHARS}"
+            )
         try:
             action = json.loads(action)
         except json.JSONDecodeError as exc:
             return ActionError(f"action is not valid JSON: {exc.msg} at position {exc.pos}")
     if not isinstance(action, dict):
-        return ActionError('an action is an object {"tool": name, "arguments": {...}}, '
-                           f"not {type(action).__name__}")
+        return ActionError(
+            'an action is an object {"tool": name, "arguments": {...}}, '
+            f"not {type(action).__name__}"
+        )
     try:
         size = len(json.dumps(action, default=str))
     except (TypeError, ValueError):
@@ -90,10 +93,13 @@ def parse_action(action: Any, tools: dict[str, ToolSpec]) -> ToolCall | ActionEr
     if spec is None:
         close = difflib.get_close_matches(tool, list(tools), n=3)
         hint = f" Did you mean {', '.join(close)}?" if close else ""
-        return ActionError(f"unknown tool {tool[:80]!r}.{hint}",
-                           (f"available: {', '.join(sorted(tools))}, {FINISH}",))
-    errors = sorted(Draft202012Validator(spec.parameters).iter_errors(arguments),
-                    key=lambda e: list(e.path))
+        return ActionError(
+            f"unknown tool {tool[:80]!r}.{hint}",
+            (f"available: {', '.join(sorted(tools))}, {FINISH}",),
+        )
+    errors = sorted(
+        Draft202012Validator(spec.parameters).iter_errors(arguments), key=lambda e: list(e.path)
+    )
     if errors:
         details = tuple(
             f"{'/'.join(str(p) for p in e.path) or '(arguments)'}: {e.message[:200]}"
@@ -115,8 +121,7 @@ def to_request(call: ToolCall, spec: ToolSpec, prefix: str) -> HttpRequest:
     params = {n: args[n] for n in spec.query_params if args.get(n) is not None}
     body = {n: args[n] for n in spec.body_params if n in args}
     has_body = spec.method not in ("GET", "HEAD", "DELETE") or bool(body)
-    return HttpRequest(spec.method, f"/{prefix}{path}", params, body if has_body else None,
-                       headers)
+    return HttpRequest(spec.method, f"/{prefix}{path}", params, body if has_body else None, headers)
 
 
 def call_identity(call: ToolCall, spec: ToolSpec) -> str:

@@ -90,8 +90,11 @@ def _resolve(node: Any, components: dict[str, Any], depth: int = 0) -> Any:
         if "$ref" in node:
             name = node["$ref"].rsplit("/", 1)[-1]
             return _resolve(components[name], components, depth + 1)
-        return {k: _resolve(v, components, depth + 1) for k, v in node.items()
-                if not (k == "title" and isinstance(v, str))}
+        return {
+            k: _resolve(v, components, depth + 1)
+            for k, v in node.items()
+            if not (k == "title" and isinstance(v, str))
+        }
     if isinstance(node, list):
         return [_resolve(v, components, depth + 1) for v in node]
     return node
@@ -105,7 +108,9 @@ def tools_from_openapi(doc: dict[str, Any]) -> dict[str, ToolSpec]:
             meta = op.get("x-undobench", {})
             props: dict[str, Any] = {}
             required: list[str] = []
-            path_p, query_p, body_p = [], [], []
+            path_p: list[str] = []
+            query_p: list[str] = []
+            body_p: list[str] = []
             accepts_key = False
             for p in op.get("parameters", []):
                 if p["in"] == "header":
@@ -182,8 +187,9 @@ def domain(name: str) -> Domain:
     for router in service.routers:
         app.include_router(router)
     workflows = tuple(importlib.import_module(module + ".workflows").WORKFLOWS)
-    return Domain(name=name, module=module, workflows=workflows,
-                  tools=tools_from_openapi(app.openapi()))
+    return Domain(
+        name=name, module=module, workflows=workflows, tools=tools_from_openapi(app.openapi())
+    )
 
 
 def all_workflows(split: str | None = None) -> list[WorkflowSpec]:

@@ -19,14 +19,27 @@ def _tasks(args: argparse.Namespace) -> int:
     rows: list[dict[str, Any]] = []
     for w in all_workflows(args.split):
         tools = domain(w.domain).tools
-        rows.append({
-            "id": w.id, "domain": w.domain, "split": w.split, "kind": w.kind,
-            "tools": [{"name": n, "read_only": tools[n].read_only,
-                       "effect_class": tools[n].effect_class,
-                       "idempotency": tools[n].idempotency} for n in w.tools],
-            "scenarios": [{"id": s.id, "boundary": s.boundary.value, "ambiguous": s.ambiguous}
-                          for s in w.scenarios],
-        })
+        rows.append(
+            {
+                "id": w.id,
+                "domain": w.domain,
+                "split": w.split,
+                "kind": w.kind,
+                "tools": [
+                    {
+                        "name": n,
+                        "read_only": tools[n].read_only,
+                        "effect_class": tools[n].effect_class,
+                        "idempotency": tools[n].idempotency,
+                    }
+                    for n in w.tools
+                ],
+                "scenarios": [
+                    {"id": s.id, "boundary": s.boundary.value, "ambiguous": s.ambiguous}
+                    for s in w.scenarios
+                ],
+            }
+        )
     if args.json:
         print(json.dumps(rows, indent=2))
         return 0
@@ -37,8 +50,14 @@ def _tasks(args: argparse.Namespace) -> int:
     for col in ("id", "domain", "split", "kind", "tools", "scenarios"):
         table.add_column(col)
     for r in rows:
-        table.add_row(r["id"], r["domain"], r["split"], r["kind"], str(len(r["tools"])),
-                      ", ".join(f"{s['id']} ({s['boundary']})" for s in r["scenarios"]))
+        table.add_row(
+            r["id"],
+            r["domain"],
+            r["split"],
+            r["kind"],
+            str(len(r["tools"])),
+            ", ".join(f"{s['id']} ({s['boundary']})" for s in r["scenarios"]),
+        )
     Console().print(table)
     return 0
 
@@ -50,8 +69,9 @@ def _run(args: argparse.Namespace) -> int:
 
     if bool(args.workflows) == bool(args.split):
         raise UndoBenchError("give exactly one of --workflows ID,ID or --split dev|val|test")
-    workflows = (args.workflows.split(",") if args.workflows
-                 else [w.id for w in all_workflows(args.split)])
+    workflows = (
+        args.workflows.split(",") if args.workflows else [w.id for w in all_workflows(args.split)]
+    )
     methods = [m.strip() for m in args.method.split(",") if m.strip()]
     for m in methods:
         if m not in METHODS:
@@ -64,9 +84,15 @@ def _run(args: argparse.Namespace) -> int:
     scenarios = args.scenarios.split(",") if args.scenarios else None
     trials = expand(workflows, scenarios, methods, parse_seeds(args.seeds))
     out = Path(args.out)
-    summary = run_sweep(trials, agent_spec=args.agent, runtime=args.runtime, out=out,
-                        resume=args.resume, max_steps=args.max_steps,
-                        progress=not args.quiet and sys.stderr.isatty())
+    summary = run_sweep(
+        trials,
+        agent_spec=args.agent,
+        runtime=args.runtime,
+        out=out,
+        resume=args.resume,
+        max_steps=args.max_steps,
+        progress=not args.quiet and sys.stderr.isatty(),
+    )
     _print_summary(summary, out)
     return 0
 
@@ -83,8 +109,9 @@ def _print_summary(summary: dict[str, Any], out: Path) -> None:
         table.add_column(c, justify="right")
     rows = [("all", o), *summary["by"]["method"].items()]
     for name, m in rows:
-        table.add_row(name, *("-" if m[c]["value"] is None else f"{m[c]['value']:.2f}"
-                              for c in cols))
+        table.add_row(
+            name, *("-" if m[c]["value"] is None else f"{m[c]['value']:.2f}" for c in cols)
+        )
     console = Console()
     console.print(table)
     console.print(f"wrote {out / 'trials.jsonl'}, {out / 'summary.json'}, {out / 'report.md'}")
@@ -108,12 +135,18 @@ def _doctor(args: argparse.Namespace) -> int:
     import importlib
 
     ok = True
-    for mod in ("fastapi", "sqlalchemy", "uvicorn", "mitmproxy.tools.main", "gymnasium",
-                "statsmodels"):
+    for mod in (
+        "fastapi",
+        "sqlalchemy",
+        "uvicorn",
+        "mitmproxy.tools.main",
+        "gymnasium",
+        "statsmodels",
+    ):
         try:
             importlib.import_module(mod)
             print(f"ok      {mod}")
-        except Exception as exc:  # noqa: BLE001 - report every broken import
+        except Exception as exc:
             ok = False
             print(f"BROKEN  {mod}: {exc}")
     if ok:
@@ -130,8 +163,9 @@ def _doctor(args: argparse.Namespace) -> int:
 
 
 def build_parser() -> argparse.ArgumentParser:
-    p = argparse.ArgumentParser(prog="undobench", description="UndoBench Gym: paired fault "
-                                "trials for tool-using agents")
+    p = argparse.ArgumentParser(
+        prog="undobench", description="UndoBench Gym: paired fault trials for tool-using agents"
+    )
     sub = p.add_subparsers(dest="command", required=True)
 
     t = sub.add_parser("tasks", help="list the workflow catalogue")

@@ -53,7 +53,9 @@ class UndoBenchEnv(gym.Env[str, str]):
         if workflow is not None:
             spec = catalog.find_workflow(workflow)
             if spec.domain != domain:
-                raise UndoBenchError(f"workflow {workflow!r} belongs to {spec.domain}, not {domain}")
+                raise UndoBenchError(
+                    f"workflow {workflow!r} belongs to {spec.domain}, not {domain}"
+                )
             workflows = [spec]
         if not workflows:
             raise UndoBenchError(f"domain {domain!r} has no workflows in split {split!r}")
@@ -84,14 +86,22 @@ class UndoBenchEnv(gym.Env[str, str]):
             try:
                 ep = self._runtime.start()
                 self._http = httpx.Client(timeout=self.http_timeout)
-                tools = [{"name": t.name, "method": t.method,
-                          "path": f"/{self.domain_name}{t.path}", "read_only": t.read_only}
-                         for t in self._domain.tools.values()]
-                self._http.post(f"{ep.control_url}/control/tools",
-                                json={"tools": tools}).raise_for_status()
+                tools = [
+                    {
+                        "name": t.name,
+                        "method": t.method,
+                        "path": f"/{self.domain_name}{t.path}",
+                        "read_only": t.read_only,
+                    }
+                    for t in self._domain.tools.values()
+                ]
+                self._http.post(
+                    f"{ep.control_url}/control/tools", json={"tools": tools}
+                ).raise_for_status()
                 for url in ep.admin_urls.values():
-                    self._http.post(f"{url}/admin/config", json={
-                        "idempotency_mode": self.server_idempotency}).raise_for_status()
+                    self._http.post(
+                        f"{url}/admin/config", json={"idempotency_mode": self.server_idempotency}
+                    ).raise_for_status()
             except BaseException:
                 self.close()
                 raise
@@ -129,22 +139,38 @@ class UndoBenchEnv(gym.Env[str, str]):
         plan = None
         if scenario is not None:
             if scenario.boundary is Boundary.POST_ACK_PRE_CHECKPOINT:
-                raise UndoBenchError("POST_ACK_PRE_CHECKPOINT is applied by the checkpoint "
-                                     "harness (method B1), not by the proxy")
+                raise UndoBenchError(
+                    "POST_ACK_PRE_CHECKPOINT is applied by the checkpoint "
+                    "harness (method B1), not by the proxy"
+                )
             coin = bool(derive_seed(ep_seed, workflow.id, scenario.id, "coin") & 1)
             t = scenario.target
-            plan = {"scenario": scenario.id, "action": scenario.action(coin),
-                    "call_index": t.call_index, "tool": t.tool, "nth": t.nth,
-                    "visible_error": scenario.visible_error.value,
-                    "crash_point": scenario.crash_point, "timeout_s": self.http_timeout + 0.5}
+            plan = {
+                "scenario": scenario.id,
+                "action": scenario.action(coin),
+                "call_index": t.call_index,
+                "tool": t.tool,
+                "nth": t.nth,
+                "visible_error": scenario.visible_error.value,
+                "crash_point": scenario.crash_point,
+                "timeout_s": self.http_timeout + 0.5,
+            }
         self._control("POST", "/control/episode", json={"episode_id": episode_id, "plan": plan})
         tools = self._tools_for(workflow.tools)
         task = workflow.instruction.format(**params)
         self._episode = {
-            "id": episode_id, "seed": ep_seed, "workflow": workflow, "scenario": scenario,
+            "id": episode_id,
+            "seed": ep_seed,
+            "workflow": workflow,
+            "scenario": scenario,
             "coin": coin if scenario is not None and scenario.ambiguous else None,
-            "params": params, "tools": tools, "steps": 0, "transcript": [],
-            "calls": [], "done": False, "t0": time.monotonic(),
+            "params": params,
+            "tools": tools,
+            "steps": 0,
+            "transcript": [],
+            "calls": [],
+            "done": False,
+            "t0": time.monotonic(),
         }
         info = {
             "task": task,
@@ -153,10 +179,13 @@ class UndoBenchEnv(gym.Env[str, str]):
             "domain": workflow.domain,
             "split": workflow.split,
             "episode_id": episode_id,
+            # The same for the control and the fault episode of a pair: what an agent may
+            # key its own state on without breaking paired-prefix equivalence.
+            "task_instance": stable_id("task", ep_seed, workflow.id),
             "seed": ep_seed,
             "scenario": scenario.id if scenario else None,
         }
-        return json.dumps({"task": task, "tools": sorted(tools) + [FINISH]}), info
+        return json.dumps({"task": task, "tools": [*sorted(tools), FINISH]}), info
 
     def step(self, action: Any) -> tuple[str, SupportsFloat, bool, bool, dict[str, Any]]:
         ep = self._episode
@@ -192,19 +221,35 @@ class UndoBenchEnv(gym.Env[str, str]):
         spec: ToolSpec = ep["tools"][call.tool]
         req = to_request(call, spec, self.domain_name)
         self.runtime.wait_healthy()
-        record = {"tool": call.tool, "read_only": spec.read_only,
-                  "identity": None if spec.read_only else call_identity(call, spec),
-                  "status": None}
+        record = {
+            "tool": call.tool,
+            "read_only": spec.read_only,
+            "identity": None if spec.read_only else call_identity(call, spec),
+            "status": None,
+        }
         ep["calls"].append(record)
         try:
-            resp = self._http.request(req.method, self.runtime.endpoints.agent_url + req.path,
-                                      params=req.params, json=req.json, headers=req.headers)
+            resp = self._http.request(
+                req.method,
+                self.runtime.endpoints.agent_url + req.path,
+                params=req.params,
+                json=req.json,
+                headers=req.headers,
+            )
         except httpx.TimeoutException:
-            return {"tool": call.tool, "error": {"type": "transport", "kind": "timeout",
-                                                 "message": "timed out"}}
+            return {
+                "tool": call.tool,
+                "error": {"type": "transport", "kind": "timeout", "message": "timed out"},
+            }
         except httpx.TransportError as exc:
-            return {"tool": call.tool, "error": {"type": "transport", "kind": "connection_reset",
-                                                 "message": str(exc) or type(exc).__name__}}
+            return {
+                "tool": call.tool,
+                "error": {
+                    "type": "transport",
+                    "kind": "connection_reset",
+                    "message": str(exc) or type(exc).__name__,
+                },
+            }
         record["status"] = resp.status_code
         try:
             body: Any = resp.json()
@@ -221,13 +266,23 @@ class UndoBenchEnv(gym.Env[str, str]):
         scenario: FaultScenario | None = ep["scenario"]
         committed_calls = self._committed_call_indexes(ep, wire)
         verdict = evaluate(
-            ep["workflow"], ep["params"], state, commit_log, len(wire["events"]),
+            ep["workflow"],
+            ep["params"],
+            state,
+            commit_log,
+            len(wire["events"]),
             reissued_after_commit=self._reissues(ep, committed_calls),
             fault_fired=wire["fault_fired"] if scenario is not None else None,
-            finished=finished, truncated=truncated,
+            finished=finished,
+            truncated=truncated,
         )
-        ep.update(state_hash=state["hash"], verdict=verdict, wire=wire, commit_log=commit_log,
-                  wall_ms=round((time.monotonic() - ep["t0"]) * 1000, 1))
+        ep.update(
+            state_hash=state["hash"],
+            verdict=verdict,
+            wire=wire,
+            commit_log=commit_log,
+            wall_ms=round((time.monotonic() - ep["t0"]) * 1000, 1),
+        )
         return verdict
 
     @staticmethod
@@ -235,8 +290,9 @@ class UndoBenchEnv(gym.Env[str, str]):
         """Positions (0-based, among the env's calls) whose mutation reached the service and
         succeeded, as the wire saw it, lost acknowledgements included."""
         out = set()
-        events = sorted((e for e in wire["events"] if e.get("index") is not None),
-                        key=lambda e: e["index"])
+        events = sorted(
+            (e for e in wire["events"] if e.get("index") is not None), key=lambda e: e["index"]
+        )
         for i, event in enumerate(events):
             status = event.get("upstream_status") or event.get("status")
             if i < len(ep["calls"]) and status is not None and 200 <= status < 300:
@@ -265,8 +321,10 @@ class UndoBenchEnv(gym.Env[str, str]):
         if self._episode is None:
             raise ResetNeeded("call reset() first")
         params = self._episode["params"]
-        return [{"tool": s.tool, "arguments": fill(s.arguments, params)}
-                for s in self._episode["workflow"].gold_plan]
+        return [
+            {"tool": s.tool, "arguments": fill(s.arguments, params)}
+            for s in self._episode["workflow"].gold_plan
+        ]
 
     def episode_record(self) -> dict[str, Any]:
         """The trial-record view of the last finished episode."""
@@ -302,8 +360,10 @@ class UndoBenchEnv(gym.Env[str, str]):
             for w in self.workflows:
                 if w.id == requested:
                     return w
-            raise UndoBenchError(f"workflow {requested!r} is not available in this env; "
-                                 f"available: {', '.join(w.id for w in self.workflows)}")
+            raise UndoBenchError(
+                f"workflow {requested!r} is not available in this env; "
+                f"available: {', '.join(w.id for w in self.workflows)}"
+            )
         return self.workflows[derive_seed(seed, "workflow") % len(self.workflows)]
 
     @staticmethod

@@ -33,8 +33,12 @@ class SemanticEffect:
     count: int
 
     def as_dict(self) -> dict[str, Any]:
-        return {"op": self.op, "identity": json.loads(self.identity), "count": self.count,
-                "effect_class": self.effect_class}
+        return {
+            "op": self.op,
+            "identity": json.loads(self.identity),
+            "count": self.count,
+            "effect_class": self.effect_class,
+        }
 
 
 def semantic_effects(commit_log: list[dict[str, Any]]) -> list[SemanticEffect]:
@@ -45,8 +49,10 @@ def semantic_effects(commit_log: list[dict[str, Any]]) -> list[SemanticEffect]:
         key = (row["op"], _canon(json.loads(row["identity"])))
         counts[key] += 1
         classes[key] = row["effect_class"]
-    return [SemanticEffect(op, ident, classes[(op, ident)], n)
-            for (op, ident), n in sorted(counts.items())]
+    return [
+        SemanticEffect(op, ident, classes[(op, ident)], n)
+        for (op, ident), n in sorted(counts.items())
+    ]
 
 
 def _compare(op: str, actual: Any, expected: Any) -> bool:
@@ -60,21 +66,33 @@ def _compare(op: str, actual: Any, expected: Any) -> bool:
         return False
 
 
-def check_predicate(pred: StatePredicate, tables: dict[str, list[dict[str, Any]]],
-                    params: dict[str, Any]) -> InvariantResult:
+def check_predicate(
+    pred: StatePredicate, tables: dict[str, list[dict[str, Any]]], params: dict[str, Any]
+) -> InvariantResult:
     where = fill(pred.where, params)
     expected = fill(pred.value, params)
-    rows = [r for r in tables.get(pred.table, [])
-            if all(r.get(k) == v for k, v in where.items())]
+    rows = [r for r in tables.get(pred.table, []) if all(r.get(k) == v for k, v in where.items())]
     if pred.op == "count":
-        return InvariantResult(description=pred.description, passed=len(rows) == expected,
-                               expected=expected, actual=len(rows))
+        return InvariantResult(
+            description=pred.description,
+            passed=len(rows) == expected,
+            expected=expected,
+            actual=len(rows),
+        )
     if len(rows) != 1:
-        return InvariantResult(description=pred.description, passed=False, expected=expected,
-                               actual=f"{len(rows)} matching rows")
+        return InvariantResult(
+            description=pred.description,
+            passed=False,
+            expected=expected,
+            actual=f"{len(rows)} matching rows",
+        )
     actual = rows[0].get(pred.field or "")
-    return InvariantResult(description=pred.description, passed=_compare(pred.op, actual, expected),
-                           expected=expected, actual=actual)
+    return InvariantResult(
+        description=pred.description,
+        passed=_compare(pred.op, actual, expected),
+        expected=expected,
+        actual=actual,
+    )
 
 
 def _key(exp: EffectExpectation, params: dict[str, Any]) -> tuple[str, str]:
@@ -114,8 +132,9 @@ def evaluate(
         state_ok=state_ok,
         effects_ok=effects_ok,
         invariants=invariants,
-        layers=EffectLayers(physical=physical_calls, committed=len(commit_log),
-                            semantic=len(effects)),
+        layers=EffectLayers(
+            physical=physical_calls, committed=len(commit_log), semantic=len(effects)
+        ),
         duplicates=duplicates,
         missing=missing,
         forbidden=forbidden,

@@ -26,7 +26,8 @@ def run_episode(
     base: Any = env.unwrapped
     agent.reset(base.gold_plan())
     while True:
-        obs, _r, terminated, truncated, info = env.step(agent.act(obs))
+        action: Any = agent.act(obs)
+        obs, _r, terminated, truncated, info = env.step(action)
         if terminated or truncated:
             record: dict[str, Any] = info["episode"]
             return record

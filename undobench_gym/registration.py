@@ -14,5 +14,9 @@ ENV_IDS: dict[str, str] = {
 def register_all() -> None:
     for env_id, domain in ENV_IDS.items():
         if env_id not in registry:
-            register(id=env_id, entry_point=ENTRY_POINT, kwargs={"domain": domain},
-                     disable_env_checker=True)
+            register(
+                id=env_id,
+                entry_point=ENTRY_POINT,
+                kwargs={"domain": domain},
+                disable_env_checker=True,
+            )

@@ -52,16 +52,19 @@ def parse_seeds(text: str) -> list[int]:
     return sorted(set(seeds))
 
 
-def expand(workflows: list[str], scenarios: list[str] | None, methods: list[str],
-           seeds: list[int]) -> list[TrialSpec]:
-    """The deterministic trial list: workflow × scenario × method × seed, in that order."""
+def expand(
+    workflows: list[str], scenarios: list[str] | None, methods: list[str], seeds: list[int]
+) -> list[TrialSpec]:
+    """The deterministic trial list: workflow x scenario x method x seed, in that order."""
     out = []
     for wid in workflows:
         wf = find_workflow(wid)
         chosen = wf.scenarios if not scenarios else [s for s in wf.scenarios if s.id in scenarios]
         if scenarios and not chosen:
-            raise UndoBenchError(f"workflow {wid} has none of the scenarios {scenarios}; "
-                                 f"it has {', '.join(s.id for s in wf.scenarios)}")
+            raise UndoBenchError(
+                f"workflow {wid} has none of the scenarios {scenarios}; "
+                f"it has {', '.join(s.id for s in wf.scenarios)}"
+            )
         for sc in chosen:
             for m in methods:
                 for s in seeds:
@@ -78,25 +81,52 @@ def make_agent(spec: str) -> Agent:
         _, module, cls = spec.split(":", 2)
         agent: Agent = getattr(importlib.import_module(module), cls)()
         return agent
-    raise UndoBenchError(f"agent {spec!r} is not available yet; use 'scripted' or "
-                         "'python:MODULE:CLASS'")
+    raise UndoBenchError(
+        f"agent {spec!r} is not available yet; use 'scripted' or 'python:MODULE:CLASS'"
+    )
 
 
 def _error_episode(message: str) -> dict[str, Any]:
-    return {"success": False, "verdict": None, "steps": 0, "transcript": [], "state_hash": None,
-            "effects": {"physical": 0, "committed": 0, "semantic": 0, "duplicates": 0,
-                        "missing": 0, "forbidden": 0, "reissued_after_commit": 0},
-            "fault_fired": None, "wall_ms": 0, "error": message}
+    return {
+        "success": False,
+        "verdict": None,
+        "steps": 0,
+        "transcript": [],
+        "state_hash": None,
+        "effects": {
+            "physical": 0,
+            "committed": 0,
+            "semantic": 0,
+            "duplicates": 0,
+            "missing": 0,
+            "forbidden": 0,
+            "reissued_after_commit": 0,
+        },
+        "fault_fired": None,
+        "wall_ms": 0,
+        "error": message,
+    }
 
 
 def _error_record(t: TrialSpec, agent: str, runtime: str, message: str) -> dict[str, Any]:
     return {
-        "pair_id": t.pair_id(agent), "workflow": t.workflow.id, "domain": t.workflow.domain,
-        "split": t.workflow.split, "kind": t.workflow.kind, "seed": t.seed, "method": t.method,
-        "agent": agent, "model": None, "framework": None, "runtime": runtime,
-        "scenario": t.scenario.id, "boundary": t.scenario.boundary.value,
-        "ambiguous": t.scenario.ambiguous, "prefix_equivalent": None,
-        "control": _error_episode(message), "fault": _error_episode(message),
+        "pair_id": t.pair_id(agent),
+        "workflow": t.workflow.id,
+        "domain": t.workflow.domain,
+        "split": t.workflow.split,
+        "kind": t.workflow.kind,
+        "seed": t.seed,
+        "method": t.method,
+        "agent": agent,
+        "model": None,
+        "framework": None,
+        "runtime": runtime,
+        "scenario": t.scenario.id,
+        "boundary": t.scenario.boundary.value,
+        "ambiguous": t.scenario.ambiguous,
+        "prefix_equivalent": None,
+        "control": _error_episode(message),
+        "fault": _error_episode(message),
     }
 
 
@@ -110,8 +140,9 @@ class _Envs:
     def get(self, domain: str, idem: str) -> UndoBenchEnv:
         key = (domain, idem)
         if key not in self.envs:
-            self.envs[key] = UndoBenchEnv(domain, runtime=self.runtime, server_idempotency=idem,
-                                          max_steps=self.max_steps)
+            self.envs[key] = UndoBenchEnv(
+                domain, runtime=self.runtime, server_idempotency=idem, max_steps=self.max_steps
+            )
         return self.envs[key]
 
     def discard(self, domain: str, idem: str) -> None:
@@ -141,16 +172,21 @@ def run_sweep(
 
     trials_path = out / "trials.jsonl"
     if trials_path.exists() and trials_path.stat().st_size and not resume:
-        raise UndoBenchError(f"{trials_path} already has trials: pass --resume to continue it, "
-                             "or choose another --out")
+        raise UndoBenchError(
+            f"{trials_path} already has trials: pass --resume to continue it, "
+            "or choose another --out"
+        )
     agent = make_agent(agent_spec)
     envs = _Envs(runtime, max_steps)
-    columns = (TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn(),
-               TimeElapsedColumn())
+    columns = (
+        TextColumn("{task.description}"),
+        BarColumn(),
+        MofNCompleteColumn(),
+        TimeElapsedColumn(),
+    )
     with TrialWriter(trials_path) as writer, Progress(*columns, disable=not progress) as bar:
         todo = [t for t in trials if t.pair_id(agent.name) not in writer.done]
-        task = bar.add_task("paired trials", total=len(trials),
-                            completed=len(trials) - len(todo))
+        task = bar.add_task("paired trials", total=len(trials), completed=len(trials) - len(todo))
         try:
             for t in todo:
                 idem = server_idempotency_for(t.method)
@@ -158,21 +194,28 @@ def run_sweep(
                 for attempt in range(2):
                     env = envs.get(t.workflow.domain, idem)
                     try:
-                        record = run_pair(wrap(env, t.method), agent, workflow=t.workflow,
-                                          scenario=t.scenario, seed=t.seed, method=t.method,
-                                          runtime=runtime)
+                        record = run_pair(
+                            wrap(env, t.method),
+                            agent,
+                            workflow=t.workflow,
+                            scenario=t.scenario,
+                            seed=t.seed,
+                            method=t.method,
+                            runtime=runtime,
+                        )
                         break
                     except (StackStartError, StackUnhealthyError) as exc:
                         failure: Exception = exc
                     except UndoBenchError:
                         raise  # a usage error: stop the sweep, it would fail every trial
-                    except Exception as exc:  # noqa: BLE001 - infrastructure, kept apart
+                    except Exception as exc:
                         failure = exc
                     # An infrastructure failure: replace the stack and retry the pair once.
                     envs.discard(t.workflow.domain, idem)
                     if attempt == 1:
-                        record = _error_record(t, agent.name, runtime,
-                                               f"{type(failure).__name__}: {failure}")
+                        record = _error_record(
+                            t, agent.name, runtime, f"{type(failure).__name__}: {failure}"
+                        )
                 assert record is not None
                 writer.write(record)
                 if on_trial:

@@ -64,7 +64,9 @@ def _sample_value(schema: dict[str, Any], rng: np.random.Generator) -> Any:
         return [_sample_value(schema.get("items", {}), rng) for _ in range(n)]
     if kind == "object":
         props = schema.get("properties", {})
-        return {k: _sample_value(v, rng) for k, v in props.items() if k in schema.get("required", [])}
+        return {
+            k: _sample_value(v, rng) for k, v in props.items() if k in schema.get("required", [])
+        }
     return f"s{int(rng.integers(1_000_000))}"
 
 
@@ -78,7 +80,7 @@ class ToolCallSpace(Space[str]):
     def __init__(self, tools: dict[str, ToolSpec], seed: int | None = None) -> None:
         super().__init__(shape=None, dtype=None, seed=seed)
         self.tools = dict(tools)
-        self.names = sorted(self.tools) + [FINISH]
+        self.names = [*sorted(self.tools), FINISH]
 
     def contains(self, x: Any) -> bool:
         if isinstance(x, str):
@@ -86,8 +88,11 @@ class ToolCallSpace(Space[str]):
                 x = json.loads(x)
             except ValueError:
                 return False
-        return (isinstance(x, dict) and x.get("tool") in self.names
-                and isinstance(x.get("arguments", {}), dict))
+        return (
+            isinstance(x, dict)
+            and x.get("tool") in self.names
+            and isinstance(x.get("arguments", {}), dict)
+        )
 
     def sample(self, mask: Any = None, probability: Any = None) -> str:
         names = sorted(self.tools)

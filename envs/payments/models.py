@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from sqlalchemy import JSON, ForeignKey, Integer, String, UniqueConstraint
+from sqlalchemy import JSON, ForeignKey, Integer, String, Table, UniqueConstraint
 from sqlalchemy.orm import Mapped, mapped_column
 
 from .._service.db import Base
@@ -99,7 +99,7 @@ class Balance(Base):
     available: Mapped[int] = mapped_column(Integer)
 
 
-TABLES = [
-    m.__table__
+TABLES: list[Table] = [
+    Base.metadata.tables[m.__tablename__]
     for m in (Customer, Charge, Refund, Subscription, Invoice, Payout, Transfer, Wire, Balance)
 ]

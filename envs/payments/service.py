@@ -76,7 +76,9 @@ def _credit(s: Session, currency: str, amount: int) -> None:
 
 
 @router.get("/customers", operation_id="list_customers", openapi_extra=READ_ONLY)
-def list_customers(ctx: Ctx, email: str | None = Query(None, max_length=255)) -> list[dict[str, Any]]:
+def list_customers(
+    ctx: Ctx, email: str | None = Query(None, max_length=255)
+) -> list[dict[str, Any]]:
     """List customers, optionally filtered by email."""
     with Session(ctx.engine) as s:
         q = select(Customer).order_by(Customer.id)
@@ -93,7 +95,9 @@ def get_customer(ctx: Ctx, customer_id: str) -> dict[str, Any]:
 
 
 @router.get("/charges", operation_id="list_charges", openapi_extra=READ_ONLY)
-def list_charges(ctx: Ctx, customer_id: str | None = Query(None, max_length=64)) -> list[dict[str, Any]]:
+def list_charges(
+    ctx: Ctx, customer_id: str | None = Query(None, max_length=64)
+) -> list[dict[str, Any]]:
     """List charges, optionally for one customer."""
     with Session(ctx.engine) as s:
         q = select(Charge).order_by(Charge.created, Charge.id)
@@ -110,7 +114,9 @@ def get_charge(ctx: Ctx, charge_id: str) -> dict[str, Any]:
 
 
 @router.get("/refunds", operation_id="list_refunds", openapi_extra=READ_ONLY)
-def list_refunds(ctx: Ctx, charge_id: str | None = Query(None, max_length=64)) -> list[dict[str, Any]]:
+def list_refunds(
+    ctx: Ctx, charge_id: str | None = Query(None, max_length=64)
+) -> list[dict[str, Any]]:
     """List refunds, optionally for one charge."""
     with Session(ctx.engine) as s:
         q = select(Refund).order_by(Refund.created, Refund.id)
@@ -119,7 +125,9 @@ def list_refunds(ctx: Ctx, charge_id: str | None = Query(None, max_length=64)) -
         return [_row(r) for r in s.scalars(q)]
 
 
-@router.get("/subscriptions/{subscription_id}", operation_id="get_subscription", openapi_extra=READ_ONLY)
+@router.get(
+    "/subscriptions/{subscription_id}", operation_id="get_subscription", openapi_extra=READ_ONLY
+)
 def get_subscription(ctx: Ctx, subscription_id: str) -> dict[str, Any]:
     """Retrieve one subscription."""
     with Session(ctx.engine) as s:
@@ -139,7 +147,9 @@ def list_invoices(
 
 
 @router.get("/payouts", operation_id="list_payouts", openapi_extra=READ_ONLY)
-def list_payouts(ctx: Ctx, reference: str | None = Query(None, max_length=64)) -> list[dict[str, Any]]:
+def list_payouts(
+    ctx: Ctx, reference: str | None = Query(None, max_length=64)
+) -> list[dict[str, Any]]:
     """List payouts with their transfers, optionally by reference."""
     with Session(ctx.engine) as s:
         q = select(Payout).order_by(Payout.created, Payout.id)
@@ -219,13 +229,20 @@ def create_customer(request: Request, body: CustomerIn) -> JSONResponse:
             raise error(409, "resource_exists", f"A customer with email {body.email} exists")
         c = Customer(id=new_id(s, "cus"), email=body.email, name=body.name, created=now(s))
         s.add(c)
-        record_commit(s, op="customer.create", effect_class="create_unique",
-                      identity={"email": body.email}, args=body.model_dump(), key=key)
+        record_commit(
+            s,
+            op="customer.create",
+            effect_class="create_unique",
+            identity={"email": body.email},
+            args=body.model_dump(),
+            key=key,
+        )
         s.flush()
         return 201, _row(c)
 
-    return run_mutation(request, route="create_customer", native=False,
-                        payload=body.model_dump(), apply=apply)
+    return run_mutation(
+        request, route="create_customer", native=False, payload=body.model_dump(), apply=apply
+    )
 
 
 class ChargeIn(BaseModel):
@@ -243,23 +260,39 @@ class ChargeIn(BaseModel):
         "charge.create", "additive", ["customer_id", "amount", "currency", "description"], "native"
     ),
 )
-def create_charge(request: Request, body: ChargeIn, idempotency_key: KeyHeader = None) -> JSONResponse:
+def create_charge(
+    request: Request, body: ChargeIn, idempotency_key: KeyHeader = None
+) -> JSONResponse:
     """Charge a customer. Accepts an Idempotency-Key header."""
 
     def apply(s: Session, key: str | None) -> tuple[int, Any]:
         _get(s, Customer, body.customer_id, "customer")
-        ch = Charge(id=new_id(s, "ch"), customer_id=body.customer_id, amount=body.amount,
-                    currency=body.currency, description=body.description, amount_refunded=0,
-                    status="succeeded", created=now(s))
+        ch = Charge(
+            id=new_id(s, "ch"),
+            customer_id=body.customer_id,
+            amount=body.amount,
+            currency=body.currency,
+            description=body.description,
+            amount_refunded=0,
+            status="succeeded",
+            created=now(s),
+        )
         s.add(ch)
         _credit(s, body.currency, body.amount)
-        record_commit(s, op="charge.create", effect_class="additive",
-                      identity=body.model_dump(), args=body.model_dump(), key=key)
+        record_commit(
+            s,
+            op="charge.create",
+            effect_class="additive",
+            identity=body.model_dump(),
+            args=body.model_dump(),
+            key=key,
+        )
         s.flush()
         return 201, _row(ch)
 
-    return run_mutation(request, route="create_charge", native=True,
-                        payload=body.model_dump(), apply=apply)
+    return run_mutation(
+        request, route="create_charge", native=True, payload=body.model_dump(), apply=apply
+    )
 
 
 class RefundIn(BaseModel):
@@ -272,32 +305,50 @@ class RefundIn(BaseModel):
     "/refunds",
     operation_id="create_refund",
     status_code=201,
-    openapi_extra=effect_meta("refund.create", "additive", ["charge_id", "amount"], "native",
-                              compensation=True),
+    openapi_extra=effect_meta(
+        "refund.create", "additive", ["charge_id", "amount"], "native", compensation=True
+    ),
 )
-def create_refund(request: Request, body: RefundIn, idempotency_key: KeyHeader = None) -> JSONResponse:
+def create_refund(
+    request: Request, body: RefundIn, idempotency_key: KeyHeader = None
+) -> JSONResponse:
     """Refund part or all of a charge. Accepts an Idempotency-Key header."""
 
     def apply(s: Session, key: str | None) -> tuple[int, Any]:
         ch = _get(s, Charge, body.charge_id, "charge")
         if ch.amount_refunded + body.amount > ch.amount:
-            raise error(400, "refund_exceeds_charge",
-                        f"Refund would exceed the charge ({ch.amount - ch.amount_refunded} left)")
+            raise error(
+                400,
+                "refund_exceeds_charge",
+                f"Refund would exceed the charge ({ch.amount - ch.amount_refunded} left)",
+            )
         ch.amount_refunded += body.amount
         if ch.amount_refunded == ch.amount:
             ch.status = "refunded"
         _debit(s, ch.currency, body.amount)
-        r = Refund(id=new_id(s, "re"), charge_id=ch.id, amount=body.amount, reason=body.reason,
-                   created=now(s))
+        r = Refund(
+            id=new_id(s, "re"),
+            charge_id=ch.id,
+            amount=body.amount,
+            reason=body.reason,
+            created=now(s),
+        )
         s.add(r)
-        record_commit(s, op="refund.create", effect_class="additive",
-                      identity={"charge_id": body.charge_id, "amount": body.amount},
-                      args=body.model_dump(), key=key, compensation=True)
+        record_commit(
+            s,
+            op="refund.create",
+            effect_class="additive",
+            identity={"charge_id": body.charge_id, "amount": body.amount},
+            args=body.model_dump(),
+            key=key,
+            compensation=True,
+        )
         s.flush()
         return 201, _row(r)
 
-    return run_mutation(request, route="create_refund", native=True,
-                        payload=body.model_dump(), apply=apply)
+    return run_mutation(
+        request, route="create_refund", native=True, payload=body.model_dump(), apply=apply
+    )
 
 
 @router.post(
@@ -313,22 +364,45 @@ def renew_subscription(request: Request, subscription_id: str) -> JSONResponse:
         if sub.status != "active":
             raise error(400, "subscription_inactive", f"Subscription is {sub.status}")
         sub.period += 1
-        ch = Charge(id=new_id(s, "ch"), customer_id=sub.customer_id, amount=sub.amount,
-                    currency=sub.currency, description=f"Subscription {sub.id} period {sub.period}",
-                    amount_refunded=0, status="succeeded", created=now(s))
+        ch = Charge(
+            id=new_id(s, "ch"),
+            customer_id=sub.customer_id,
+            amount=sub.amount,
+            currency=sub.currency,
+            description=f"Subscription {sub.id} period {sub.period}",
+            amount_refunded=0,
+            status="succeeded",
+            created=now(s),
+        )
         s.add(ch)
         _credit(s, sub.currency, sub.amount)
-        inv = Invoice(id=new_id(s, "in"), subscription_id=sub.id, period=sub.period,
-                      charge_id=ch.id, amount=sub.amount, created=now(s))
+        inv = Invoice(
+            id=new_id(s, "in"),
+            subscription_id=sub.id,
+            period=sub.period,
+            charge_id=ch.id,
+            amount=sub.amount,
+            created=now(s),
+        )
         s.add(inv)
-        record_commit(s, op="subscription.renew", effect_class="additive",
-                      identity={"subscription_id": subscription_id},
-                      args={"subscription_id": subscription_id}, key=key)
+        record_commit(
+            s,
+            op="subscription.renew",
+            effect_class="additive",
+            identity={"subscription_id": subscription_id},
+            args={"subscription_id": subscription_id},
+            key=key,
+        )
         s.flush()
         return 200, {"subscription": _row(sub), "invoice": _row(inv)}
 
-    return run_mutation(request, route="renew_subscription", native=False,
-                        payload={"subscription_id": subscription_id}, apply=apply)
+    return run_mutation(
+        request,
+        route="renew_subscription",
+        native=False,
+        payload={"subscription_id": subscription_id},
+        apply=apply,
+    )
 
 
 class SubscriptionStatusIn(BaseModel):
@@ -348,13 +422,23 @@ def set_subscription_status(
     def apply(s: Session, key: str | None) -> tuple[int, Any]:
         sub = _get(s, Subscription, subscription_id, "subscription")
         sub.status = body.status
-        record_commit(s, op="subscription.status", effect_class="set",
-                      identity={"subscription_id": subscription_id, "status": body.status},
-                      args=body.model_dump(), key=key)
+        record_commit(
+            s,
+            op="subscription.status",
+            effect_class="set",
+            identity={"subscription_id": subscription_id, "status": body.status},
+            args=body.model_dump(),
+            key=key,
+        )
         return 200, _row(sub)
 
-    return run_mutation(request, route="set_subscription_status", native=False,
-                        payload={"id": subscription_id, **body.model_dump()}, apply=apply)
+    return run_mutation(
+        request,
+        route="set_subscription_status",
+        native=False,
+        payload={"id": subscription_id, **body.model_dump()},
+        apply=apply,
+    )
 
 
 class Recipient(BaseModel):
@@ -377,17 +461,34 @@ def _pay_transfers(request: Request, ctx: ServiceContext, payout_id: str) -> Non
         if i == 1:
             maybe_crash(request, "payout.after_first_transfer")
         with Session(ctx.engine) as s, s.begin():
-            done = s.scalar(select(Transfer).where(Transfer.payout_id == payout_id,
-                                                   Transfer.account == rec["account"]))
+            done = s.scalar(
+                select(Transfer).where(
+                    Transfer.payout_id == payout_id, Transfer.account == rec["account"]
+                )
+            )
             if done is not None:
                 continue
             _debit(s, currency, rec["amount"])
-            s.add(Transfer(id=new_id(s, "tr"), payout_id=payout_id, account=rec["account"],
-                           amount=rec["amount"], created=now(s)))
-            record_commit(s, op="payout.transfer", effect_class="additive",
-                          identity={"reference": reference, "account": rec["account"],
-                                    "amount": rec["amount"]},
-                          args={"payout_id": payout_id, **rec})
+            s.add(
+                Transfer(
+                    id=new_id(s, "tr"),
+                    payout_id=payout_id,
+                    account=rec["account"],
+                    amount=rec["amount"],
+                    created=now(s),
+                )
+            )
+            record_commit(
+                s,
+                op="payout.transfer",
+                effect_class="additive",
+                identity={
+                    "reference": reference,
+                    "account": rec["account"],
+                    "amount": rec["amount"],
+                },
+                args={"payout_id": payout_id, **rec},
+            )
     with Session(ctx.engine) as s, s.begin():
         _get(s, Payout, payout_id, "payout").status = "paid"
 
@@ -396,8 +497,9 @@ def _pay_transfers(request: Request, ctx: ServiceContext, payout_id: str) -> Non
     "/payouts",
     operation_id="create_payout",
     status_code=201,
-    openapi_extra=effect_meta("payout.create", "additive", ["reference", "currency", "recipients"],
-                              "none"),
+    openapi_extra=effect_meta(
+        "payout.create", "additive", ["reference", "currency", "recipients"], "none"
+    ),
 )
 def create_payout(request: Request, body: PayoutIn) -> JSONResponse:
     """Split a payout across recipients. Transfers are paid one by one; a payout left in
@@ -415,13 +517,23 @@ def create_payout(request: Request, body: PayoutIn) -> JSONResponse:
             bal = s.get(Balance, body.currency)
             if bal is None or bal.available < total:
                 raise error(402, "insufficient_funds", "Platform balance is too low for payout")
-            p = Payout(id=new_id(s, "po"), reference=body.reference, currency=body.currency,
-                       recipients=[r.model_dump() for r in body.recipients],
-                       status="processing", created=now(s))
+            p = Payout(
+                id=new_id(s, "po"),
+                reference=body.reference,
+                currency=body.currency,
+                recipients=[r.model_dump() for r in body.recipients],
+                status="processing",
+                created=now(s),
+            )
             s.add(p)
-            record_commit(s, op="payout.create", effect_class="additive",
-                          identity=body.model_dump(), args=body.model_dump(),
-                          key=claim.key if claim else None)
+            record_commit(
+                s,
+                op="payout.create",
+                effect_class="additive",
+                identity=body.model_dump(),
+                args=body.model_dump(),
+                key=claim.key if claim else None,
+            )
             payout_id = p.id
     except Exception:
         release_key(ctx, claim)
@@ -459,7 +571,10 @@ class WireIn(BaseModel):
     operation_id="create_wire",
     status_code=201,
     openapi_extra=effect_meta(
-        "wire.send", "irreversible_send", ["beneficiary_iban", "amount", "source_currency"], "native"
+        "wire.send",
+        "irreversible_send",
+        ["beneficiary_iban", "amount", "source_currency"],
+        "native",
     ),
 )
 def create_wire(request: Request, body: WireIn, idempotency_key: KeyHeader = None) -> JSONResponse:
@@ -474,20 +589,36 @@ def create_wire(request: Request, body: WireIn, idempotency_key: KeyHeader = Non
             raise error(400, "invalid_quote", "The quote does not match this wire; get a new quote")
         _debit(s, body.source_currency, body.amount)
         rate = fx_rate(seed, body.source_currency, body.target_currency)
-        w = Wire(id=new_id(s, "wire"), quote_id=body.quote_id,
-                 beneficiary_iban=body.beneficiary_iban, amount=body.amount,
-                 source_currency=body.source_currency, target_currency=body.target_currency,
-                 target_amount=round(body.amount * rate), status="sent", created=now(s))
+        w = Wire(
+            id=new_id(s, "wire"),
+            quote_id=body.quote_id,
+            beneficiary_iban=body.beneficiary_iban,
+            amount=body.amount,
+            source_currency=body.source_currency,
+            target_currency=body.target_currency,
+            target_amount=round(body.amount * rate),
+            status="sent",
+            created=now(s),
+        )
         s.add(w)
-        record_commit(s, op="wire.send", effect_class="irreversible_send",
-                      identity={"beneficiary_iban": body.beneficiary_iban, "amount": body.amount,
-                                "source_currency": body.source_currency},
-                      args=body.model_dump(), key=key)
+        record_commit(
+            s,
+            op="wire.send",
+            effect_class="irreversible_send",
+            identity={
+                "beneficiary_iban": body.beneficiary_iban,
+                "amount": body.amount,
+                "source_currency": body.source_currency,
+            },
+            args=body.model_dump(),
+            key=key,
+        )
         s.flush()
         return 201, _row(w)
 
-    return run_mutation(request, route="create_wire", native=True,
-                        payload=body.model_dump(), apply=apply)
+    return run_mutation(
+        request, route="create_wire", native=True, payload=body.model_dump(), apply=apply
+    )
 
 
 # ---- domain definition -------------------------------------------------------------

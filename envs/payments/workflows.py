@@ -46,36 +46,71 @@ CHARGE = WorkflowSpec(
     kind="single_effect",
     instruction=(
         "Charge customer {customer_name} (id {customer_id}) {amount} cents in usd with the "
-        "description \"{description}\". Exactly one such charge must exist when you finish."
+        'description "{description}". Exactly one such charge must exist when you finish.'
     ),
     tools=["get_customer", "list_charges", "create_charge"],
     required_effects=[
-        E(op="charge.create", identity={"customer_id": "{customer_id}", "amount": "{amount}",
-                                        "currency": "usd", "description": "{description}"})
+        E(
+            op="charge.create",
+            identity={
+                "customer_id": "{customer_id}",
+                "amount": "{amount}",
+                "currency": "usd",
+                "description": "{description}",
+            },
+        )
     ],
     invariants=[
-        P(description="exactly one charge for the invoice", table="pay_charges",
-          where={"customer_id": "{customer_id}", "description": "{description}"},
-          op="count", value=1),
-        P(description="the charge has the right amount", table="pay_charges",
-          where={"customer_id": "{customer_id}", "description": "{description}"},
-          field="amount", value="{amount}"),
-        P(description="usd balance went up by the amount", table="pay_balance",
-          where={"currency": "usd"}, field="available", value="{usd_after}"),
+        P(
+            description="exactly one charge for the invoice",
+            table="pay_charges",
+            where={"customer_id": "{customer_id}", "description": "{description}"},
+            op="count",
+            value=1,
+        ),
+        P(
+            description="the charge has the right amount",
+            table="pay_charges",
+            where={"customer_id": "{customer_id}", "description": "{description}"},
+            field="amount",
+            value="{amount}",
+        ),
+        P(
+            description="usd balance went up by the amount",
+            table="pay_balance",
+            where={"currency": "usd"},
+            field="available",
+            value="{usd_after}",
+        ),
     ],
     gold_plan=[
         GoldStep(tool="get_customer", arguments={"customer_id": "{customer_id}"}),
-        GoldStep(tool="create_charge", arguments={
-            "customer_id": "{customer_id}", "amount": "{amount}", "currency": "usd",
-            "description": "{description}"}),
+        GoldStep(
+            tool="create_charge",
+            arguments={
+                "customer_id": "{customer_id}",
+                "amount": "{amount}",
+                "currency": "usd",
+                "description": "{description}",
+            },
+        ),
     ],
     scenarios=[
-        FaultScenario(id="pre-503", boundary=B.PRE_MUTATION, target=T(tool="create_charge"),
-                      visible_error=VisibleError.HTTP_503),
-        FaultScenario(id="lost-ack", boundary=B.POST_MUTATION_PRE_ACK,
-                      target=T(tool="create_charge")),
-        FaultScenario(id="ambiguous", boundary=B.POST_MUTATION_PRE_ACK,
-                      target=T(tool="create_charge"), ambiguous=True),
+        FaultScenario(
+            id="pre-503",
+            boundary=B.PRE_MUTATION,
+            target=T(tool="create_charge"),
+            visible_error=VisibleError.HTTP_503,
+        ),
+        FaultScenario(
+            id="lost-ack", boundary=B.POST_MUTATION_PRE_ACK, target=T(tool="create_charge")
+        ),
+        FaultScenario(
+            id="ambiguous",
+            boundary=B.POST_MUTATION_PRE_ACK,
+            target=T(tool="create_charge"),
+            ambiguous=True,
+        ),
     ],
     draw_params=_charge_params,
 )
@@ -102,14 +137,31 @@ RENEW = WorkflowSpec(
         "(period {next_period}) exactly once."
     ),
     tools=["get_subscription", "list_invoices", "renew_subscription"],
-    required_effects=[E(op="subscription.renew", identity={"subscription_id": "{subscription_id}"})],
+    required_effects=[
+        E(op="subscription.renew", identity={"subscription_id": "{subscription_id}"})
+    ],
     invariants=[
-        P(description="the subscription is in its next period", table="pay_subscriptions",
-          where={"id": "{subscription_id}"}, field="period", value="{next_period}"),
-        P(description="exactly one invoice billed", table="pay_invoices",
-          where={"subscription_id": "{subscription_id}"}, op="count", value=1),
-        P(description="usd balance went up by one period", table="pay_balance",
-          where={"currency": "usd"}, field="available", value="{usd_after}"),
+        P(
+            description="the subscription is in its next period",
+            table="pay_subscriptions",
+            where={"id": "{subscription_id}"},
+            field="period",
+            value="{next_period}",
+        ),
+        P(
+            description="exactly one invoice billed",
+            table="pay_invoices",
+            where={"subscription_id": "{subscription_id}"},
+            op="count",
+            value=1,
+        ),
+        P(
+            description="usd balance went up by one period",
+            table="pay_balance",
+            where={"currency": "usd"},
+            field="available",
+            value="{usd_after}",
+        ),
     ],
     gold_plan=[
         GoldStep(tool="get_subscription", arguments={"subscription_id": "{subscription_id}"}),
@@ -117,10 +169,15 @@ RENEW = WorkflowSpec(
     ],
     scenarios=[
         FaultScenario(id="pre-reset", boundary=B.PRE_MUTATION, target=T(tool="renew_subscription")),
-        FaultScenario(id="lost-ack", boundary=B.POST_MUTATION_PRE_ACK,
-                      target=T(tool="renew_subscription")),
-        FaultScenario(id="lost-ack-timeout", boundary=B.POST_MUTATION_PRE_ACK,
-                      target=T(tool="renew_subscription"), visible_error=VisibleError.TIMEOUT),
+        FaultScenario(
+            id="lost-ack", boundary=B.POST_MUTATION_PRE_ACK, target=T(tool="renew_subscription")
+        ),
+        FaultScenario(
+            id="lost-ack-timeout",
+            boundary=B.POST_MUTATION_PRE_ACK,
+            target=T(tool="renew_subscription"),
+            visible_error=VisibleError.TIMEOUT,
+        ),
     ],
     draw_params=_renew_params,
 )
@@ -150,28 +207,54 @@ REFUND = WorkflowSpec(
         "older charge {keep_charge} and fully refund the duplicate charge {dup_charge}."
     ),
     tools=["list_charges", "get_charge", "list_refunds", "create_refund"],
-    required_effects=[E(op="refund.create", identity={"charge_id": "{dup_charge}",
-                                                      "amount": "{amount}"})],
-    forbidden_effects=[E(op="refund.create", identity={"charge_id": "{keep_charge}",
-                                                       "amount": "{amount}"})],
+    required_effects=[
+        E(op="refund.create", identity={"charge_id": "{dup_charge}", "amount": "{amount}"})
+    ],
+    forbidden_effects=[
+        E(op="refund.create", identity={"charge_id": "{keep_charge}", "amount": "{amount}"})
+    ],
     invariants=[
-        P(description="the duplicate is fully refunded", table="pay_charges",
-          where={"id": "{dup_charge}"}, field="amount_refunded", value="{amount}"),
-        P(description="the original charge is untouched", table="pay_charges",
-          where={"id": "{keep_charge}"}, field="amount_refunded", value=0),
-        P(description="usd balance went down by one refund", table="pay_balance",
-          where={"currency": "usd"}, field="available", value="{usd_after}"),
+        P(
+            description="the duplicate is fully refunded",
+            table="pay_charges",
+            where={"id": "{dup_charge}"},
+            field="amount_refunded",
+            value="{amount}",
+        ),
+        P(
+            description="the original charge is untouched",
+            table="pay_charges",
+            where={"id": "{keep_charge}"},
+            field="amount_refunded",
+            value=0,
+        ),
+        P(
+            description="usd balance went down by one refund",
+            table="pay_balance",
+            where={"currency": "usd"},
+            field="available",
+            value="{usd_after}",
+        ),
     ],
     gold_plan=[
         GoldStep(tool="list_charges", arguments={"customer_id": "{customer_id}"}),
-        GoldStep(tool="create_refund", arguments={"charge_id": "{dup_charge}",
-                                                  "amount": "{amount}"}),
+        GoldStep(
+            tool="create_refund", arguments={"charge_id": "{dup_charge}", "amount": "{amount}"}
+        ),
     ],
     scenarios=[
-        FaultScenario(id="comp-lost-ack", boundary=B.DURING_COMPENSATION,
-                      target=T(tool="create_refund"), compensation_commits=True),
-        FaultScenario(id="comp-pre-503", boundary=B.DURING_COMPENSATION,
-                      target=T(tool="create_refund"), visible_error=VisibleError.HTTP_503),
+        FaultScenario(
+            id="comp-lost-ack",
+            boundary=B.DURING_COMPENSATION,
+            target=T(tool="create_refund"),
+            compensation_commits=True,
+        ),
+        FaultScenario(
+            id="comp-pre-503",
+            boundary=B.DURING_COMPENSATION,
+            target=T(tool="create_refund"),
+            visible_error=VisibleError.HTTP_503,
+        ),
     ],
     draw_params=_refund_params,
 )
@@ -205,37 +288,71 @@ PAYOUT = WorkflowSpec(
     ),
     tools=["list_payouts", "get_payout", "create_payout", "resume_payout", "get_balance"],
     required_effects=[
-        E(op="payout.create", identity={"reference": "{reference}", "currency": "usd",
-                                        "recipients": "{recipients}"}),
+        E(
+            op="payout.create",
+            identity={"reference": "{reference}", "currency": "usd", "recipients": "{recipients}"},
+        ),
         *[
-            E(op="payout.transfer", identity={"reference": "{reference}",
-                                              "account": f"{{account{i}}}",
-                                              "amount": f"{{amount{i}}}"})
+            E(
+                op="payout.transfer",
+                identity={
+                    "reference": "{reference}",
+                    "account": f"{{account{i}}}",
+                    "amount": f"{{amount{i}}}",
+                },
+            )
             for i in range(3)
         ],
     ],
     invariants=[
-        P(description="one paid payout for the reference", table="pay_payouts",
-          where={"reference": "{reference}", "status": "paid"}, op="count", value=1),
-        P(description="no other payout for the reference", table="pay_payouts",
-          where={"reference": "{reference}"}, op="count", value=1),
+        P(
+            description="one paid payout for the reference",
+            table="pay_payouts",
+            where={"reference": "{reference}", "status": "paid"},
+            op="count",
+            value=1,
+        ),
+        P(
+            description="no other payout for the reference",
+            table="pay_payouts",
+            where={"reference": "{reference}"},
+            op="count",
+            value=1,
+        ),
         *[
-            P(description=f"recipient {i} paid the right amount", table="pay_transfers",
-              where={"account": f"{{account{i}}}"}, field="amount", value=f"{{amount{i}}}")
+            P(
+                description=f"recipient {i} paid the right amount",
+                table="pay_transfers",
+                where={"account": f"{{account{i}}}"},
+                field="amount",
+                value=f"{{amount{i}}}",
+            )
             for i in range(3)
         ],
-        P(description="usd balance went down by the payout total", table="pay_balance",
-          where={"currency": "usd"}, field="available", value="{usd_after}"),
+        P(
+            description="usd balance went down by the payout total",
+            table="pay_balance",
+            where={"currency": "usd"},
+            field="available",
+            value="{usd_after}",
+        ),
     ],
     gold_plan=[
-        GoldStep(tool="create_payout", arguments={"reference": "{reference}", "currency": "usd",
-                                                  "recipients": "{recipients}"}),
+        GoldStep(
+            tool="create_payout",
+            arguments={"reference": "{reference}", "currency": "usd", "recipients": "{recipients}"},
+        ),
     ],
     scenarios=[
-        FaultScenario(id="crash-mid-batch", boundary=B.DURING_MUTATION,
-                      target=T(tool="create_payout"), crash_point="payout.after_first_transfer"),
-        FaultScenario(id="lost-ack", boundary=B.POST_MUTATION_PRE_ACK,
-                      target=T(tool="create_payout")),
+        FaultScenario(
+            id="crash-mid-batch",
+            boundary=B.DURING_MUTATION,
+            target=T(tool="create_payout"),
+            crash_point="payout.after_first_transfer",
+        ),
+        FaultScenario(
+            id="lost-ack", boundary=B.POST_MUTATION_PRE_ACK, target=T(tool="create_payout")
+        ),
     ],
     draw_params=_payout_params,
 )
@@ -267,42 +384,91 @@ WIRE = WorkflowSpec(
     instruction=(
         "On behalf of {customer_name} ({customer_id}), send {amount} usd cents as a wire in "
         "eur to IBAN {iban} (get an fx quote first), then charge the customer the wire fee of "
-        "{fee} usd cents with the description \"{fee_description}\". One wire, one fee."
+        '{fee} usd cents with the description "{fee_description}". One wire, one fee.'
     ),
     tools=["get_fx_quote", "list_wires", "create_wire", "list_charges", "create_charge"],
     required_effects=[
-        E(op="wire.send", identity={"beneficiary_iban": "{iban}", "amount": "{amount}",
-                                    "source_currency": "usd"}),
-        E(op="charge.create", identity={"customer_id": "{customer_id}", "amount": "{fee}",
-                                        "currency": "usd", "description": "{fee_description}"}),
+        E(
+            op="wire.send",
+            identity={"beneficiary_iban": "{iban}", "amount": "{amount}", "source_currency": "usd"},
+        ),
+        E(
+            op="charge.create",
+            identity={
+                "customer_id": "{customer_id}",
+                "amount": "{fee}",
+                "currency": "usd",
+                "description": "{fee_description}",
+            },
+        ),
     ],
     invariants=[
-        P(description="exactly one wire to the beneficiary", table="pay_wires",
-          where={"beneficiary_iban": "{iban}"}, op="count", value=1),
-        P(description="the wire is in eur", table="pay_wires",
-          where={"beneficiary_iban": "{iban}"}, field="target_currency", value="eur"),
-        P(description="exactly one fee charge", table="pay_charges",
-          where={"description": "{fee_description}"}, op="count", value=1),
-        P(description="usd balance is net of wire and fee", table="pay_balance",
-          where={"currency": "usd"}, field="available", value="{usd_after}"),
+        P(
+            description="exactly one wire to the beneficiary",
+            table="pay_wires",
+            where={"beneficiary_iban": "{iban}"},
+            op="count",
+            value=1,
+        ),
+        P(
+            description="the wire is in eur",
+            table="pay_wires",
+            where={"beneficiary_iban": "{iban}"},
+            field="target_currency",
+            value="eur",
+        ),
+        P(
+            description="exactly one fee charge",
+            table="pay_charges",
+            where={"description": "{fee_description}"},
+            op="count",
+            value=1,
+        ),
+        P(
+            description="usd balance is net of wire and fee",
+            table="pay_balance",
+            where={"currency": "usd"},
+            field="available",
+            value="{usd_after}",
+        ),
     ],
     gold_plan=[
-        GoldStep(tool="get_fx_quote", arguments={"source": "usd", "target": "eur",
-                                                 "amount": "{amount}"}),
-        GoldStep(tool="create_wire", arguments={
-            "quote_id": "@0.quote_id", "beneficiary_iban": "{iban}", "amount": "{amount}",
-            "source_currency": "usd", "target_currency": "eur"}),
-        GoldStep(tool="create_charge", arguments={
-            "customer_id": "{customer_id}", "amount": "{fee}", "currency": "usd",
-            "description": "{fee_description}"}),
+        GoldStep(
+            tool="get_fx_quote", arguments={"source": "usd", "target": "eur", "amount": "{amount}"}
+        ),
+        GoldStep(
+            tool="create_wire",
+            arguments={
+                "quote_id": "@0.quote_id",
+                "beneficiary_iban": "{iban}",
+                "amount": "{amount}",
+                "source_currency": "usd",
+                "target_currency": "eur",
+            },
+        ),
+        GoldStep(
+            tool="create_charge",
+            arguments={
+                "customer_id": "{customer_id}",
+                "amount": "{fee}",
+                "currency": "usd",
+                "description": "{fee_description}",
+            },
+        ),
     ],
     scenarios=[
-        FaultScenario(id="wire-lost-ack", boundary=B.POST_MUTATION_PRE_ACK,
-                      target=T(tool="create_wire")),
-        FaultScenario(id="fee-pre-502", boundary=B.PRE_MUTATION, target=T(tool="create_charge"),
-                      visible_error=VisibleError.HTTP_502),
-        FaultScenario(id="call2-ambiguous", boundary=B.PRE_MUTATION, target=T(call_index=2),
-                      ambiguous=True),
+        FaultScenario(
+            id="wire-lost-ack", boundary=B.POST_MUTATION_PRE_ACK, target=T(tool="create_wire")
+        ),
+        FaultScenario(
+            id="fee-pre-502",
+            boundary=B.PRE_MUTATION,
+            target=T(tool="create_charge"),
+            visible_error=VisibleError.HTTP_502,
+        ),
+        FaultScenario(
+            id="call2-ambiguous", boundary=B.PRE_MUTATION, target=T(call_index=2), ambiguous=True
+        ),
     ],
     draw_params=_wire_params,
 )

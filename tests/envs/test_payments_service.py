@@ -9,7 +9,6 @@ from typing import Any
 import pytest
 from fastapi.testclient import TestClient
 from sqlalchemy.orm import Session
-
 from undobench_gym.envs._service.app import create_apps
 from undobench_gym.envs._service.context import ServiceContext
 from undobench_gym.envs._service.db import IdempotencyRecord
@@ -28,8 +27,11 @@ def service(tmp_path: Path) -> tuple[TestClient, TestClient, ServiceContext]:
 def _charge(p: TestClient, key: str | None = None, amount: int = 500) -> Any:
     cust = p.get("/v1/customers").json()[0]["id"]
     headers = {"Idempotency-Key": key} if key else {}
-    return p.post("/v1/charges", json={"customer_id": cust, "amount": amount, "currency": "usd",
-                                       "description": "t"}, headers=headers)
+    return p.post(
+        "/v1/charges",
+        json={"customer_id": cust, "amount": amount, "currency": "usd", "description": "t"},
+        headers=headers,
+    )
 
 
 def test_reset_is_deterministic_and_in_place(service: Any) -> None:
@@ -63,8 +65,11 @@ def test_native_key_replays_and_conflicts(service: Any) -> None:
 def test_in_flight_key_is_409(service: Any) -> None:
     p, _, ctx = service
     with Session(ctx.engine) as s, s.begin():
-        s.add(IdempotencyRecord(key="busy", route="create_charge", payload_hash="x",
-                                state="in_flight"))
+        s.add(
+            IdempotencyRecord(
+                key="busy", route="create_charge", payload_hash="x", state="in_flight"
+            )
+        )
     # Same payload hash is irrelevant while in flight: the first request owns the key.
     r = _charge(p, key="busy")
     assert r.status_code in (409, 422)
@@ -77,7 +82,8 @@ def test_in_flight_key_is_409(service: Any) -> None:
         cust = p.get("/v1/customers").json()[0]["id"]
         payload = {"customer_id": cust, "amount": 500, "currency": "usd", "description": "t"}
         rec.payload_hash = hashlib.sha256(
-            json.dumps(payload, sort_keys=True, separators=(",", ":")).encode()).hexdigest()
+            json.dumps(payload, sort_keys=True, separators=(",", ":")).encode()
+        ).hexdigest()
     assert _charge(p, key="busy").status_code == 409
 
 
@@ -100,7 +106,7 @@ def test_non_native_route_ignores_keys_unless_mode_all(service: Any) -> None:
     assert a.post("/admin/config", json={"idempotency_mode": "bogus"}).status_code == 422
 
 
-def DOMAIN_SUB(a: TestClient) -> str:  # noqa: N802 - reads like a constant lookup
+def DOMAIN_SUB(a: TestClient) -> str:
     return str(a.get("/admin/state").json()["tables"]["pay_subscriptions"][0]["id"])
 
 
@@ -120,11 +126,17 @@ def test_concurrent_same_key_commits_once(service: Any) -> None:
     assert len(results) == 4 and set(results) <= {201, 409} and 201 in results
 
 
-@pytest.mark.parametrize("body", [
-    b"{not json", b"[]", b'{"customer_id": 5}', b'{"customer_id": "x", "amount": "lots"}',
-    b'{"customer_id": "x", "amount": -1, "currency": "usd", "description": "d"}',
-    b'{"customer_id": "x", "amount": 1, "currency": "doge", "description": "d"}',
-])
+@pytest.mark.parametrize(
+    "body",
+    [
+        b"{not json",
+        b"[]",
+        b'{"customer_id": 5}',
+        b'{"customer_id": "x", "amount": "lots"}',
+        b'{"customer_id": "x", "amount": -1, "currency": "usd", "description": "d"}',
+        b'{"customer_id": "x", "amount": 1, "currency": "doge", "description": "d"}',
+    ],
+)
 def test_malformed_bodies_are_4xx(service: Any, body: bytes) -> None:
     p, _, _ = service
     r = p.post("/v1/charges", content=body, headers={"content-type": "application/json"})
@@ -152,8 +164,11 @@ def test_refund_cannot_exceed_charge_and_balance_moves(service: Any) -> None:
 
 def test_payout_pays_each_recipient_and_resume_is_harmless(service: Any) -> None:
     p, a, _ = service
-    body = {"reference": "r1", "currency": "usd",
-            "recipients": [{"account": "a", "amount": 100}, {"account": "b", "amount": 200}]}
+    body = {
+        "reference": "r1",
+        "currency": "usd",
+        "recipients": [{"account": "a", "amount": 100}, {"account": "b", "amount": 200}],
+    }
     po = p.post("/v1/payouts", json=body).json()
     assert po["status"] == "paid" and len(po["transfers"]) == 2
     resumed = p.post(f"/v1/payouts/{po['id']}/resume").json()
@@ -167,7 +182,12 @@ def test_payout_pays_each_recipient_and_resume_is_harmless(service: Any) -> None
 def test_wire_needs_the_matching_quote(service: Any) -> None:
     p, _, _ = service
     q = p.get("/v1/fx/quote", params={"source": "usd", "target": "eur", "amount": 1000}).json()
-    wire = {"quote_id": q["quote_id"], "beneficiary_iban": "DE44500105175407324931",
-            "amount": 1000, "source_currency": "usd", "target_currency": "eur"}
+    wire = {
+        "quote_id": q["quote_id"],
+        "beneficiary_iban": "DE44500105175407324931",
+        "amount": 1000,
+        "source_currency": "usd",
+        "target_currency": "eur",
+    }
     assert p.post("/v1/wires", json=wire).status_code == 201
     assert p.post("/v1/wires", json={**wire, "amount": 999}).status_code == 400

@@ -9,7 +9,6 @@ import pytest
 from mitmproxy import http
 from mitmproxy.flow import Error
 from mitmproxy.test import taddons, tflow
-
 from undobench_gym.proxies.fault import FaultInjector
 from undobench_gym.proxies.guard import HeaderGuard
 from undobench_gym.proxies.routing import Router
@@ -18,8 +17,12 @@ from undobench_gym.proxies.wire import CallCounter, WireCapture
 
 TOOLS = [
     {"name": "create_charge", "method": "POST", "path": "/payments/v1/charges"},
-    {"name": "get_charge", "method": "GET", "path": "/payments/v1/charges/{charge_id}",
-     "read_only": True},
+    {
+        "name": "get_charge",
+        "method": "GET",
+        "path": "/payments/v1/charges/{charge_id}",
+        "read_only": True,
+    },
 ]
 
 
@@ -59,8 +62,9 @@ def test_pre_mutation_kills_before_forwarding() -> None:
 
 
 def test_pre_mutation_503_looks_like_a_gateway() -> None:
-    state = make_state(scenario="s", action="drop_request", tool="create_charge",
-                       visible_error="http_503")
+    state = make_state(
+        scenario="s", action="drop_request", tool="create_charge", visible_error="http_503"
+    )
     f = flow()
     run_request(state, f)
     assert f.response is not None and f.response.status_code == 503
@@ -82,8 +86,13 @@ def test_lost_ack_forwards_then_drops_the_response() -> None:
 
 
 def test_timeout_holds_then_kills() -> None:
-    state = make_state(scenario="s", action="drop_response", tool="create_charge",
-                       visible_error="timeout", timeout_s=0.05)
+    state = make_state(
+        scenario="s",
+        action="drop_response",
+        tool="create_charge",
+        visible_error="timeout",
+        timeout_s=0.05,
+    )
     f = flow()
     run_request(state, f)
     respond(state, f)
@@ -91,8 +100,12 @@ def test_timeout_holds_then_kills() -> None:
 
 
 def test_crash_arms_header_and_fires_on_broken_connection() -> None:
-    state = make_state(scenario="s", action="crash", tool="create_charge",
-                       crash_point="payout.after_first_transfer")
+    state = make_state(
+        scenario="s",
+        action="crash",
+        tool="create_charge",
+        crash_point="payout.after_first_transfer",
+    )
     f = flow()
     run_request(state, f)
     assert f.request.headers[CRASH_HEADER] == "payout.after_first_transfer"
@@ -116,8 +129,11 @@ def test_nth_call_and_global_index_targets() -> None:
     for f in (first, read, second):
         run_request(state, f)
     assert first.error is None and read.error is None and second.error is not None
-    assert [first.metadata["ub_index"], read.metadata["ub_index"],
-            second.metadata["ub_index"]] == [1, 2, 3]
+    assert [first.metadata["ub_index"], read.metadata["ub_index"], second.metadata["ub_index"]] == [
+        1,
+        2,
+        3,
+    ]
     assert read.metadata["ub_tool"] == "get_charge" and second.metadata["ub_nth"] == 2
 
     by_index = make_state(scenario="s", action="drop_request", call_index=2)
@@ -163,18 +179,24 @@ def test_router_rewrites_by_prefix_and_404s_unknown() -> None:
         tctx.configure(router, undobench_routes='{"payments": "127.0.0.1:9001"}')
         f = flow("GET", "/payments/v1/balance")
         router.request(f)
-        assert (f.request.host, f.request.port, f.request.path) == ("127.0.0.1", 9001,
-                                                                     "/v1/balance")
+        assert (f.request.host, f.request.port, f.request.path) == (
+            "127.0.0.1",
+            9001,
+            "/v1/balance",
+        )
         g = flow("GET", "/admin/reset")
         router.request(g)
         assert g.response is not None and g.response.status_code == 404
 
 
-@pytest.mark.parametrize("bad", [
-    {"scenario": "s", "action": "explode", "call_index": 1},
-    {"scenario": "s", "action": "drop_request"},
-    {"scenario": "s", "action": "crash", "call_index": 1},
-])
+@pytest.mark.parametrize(
+    "bad",
+    [
+        {"scenario": "s", "action": "explode", "call_index": 1},
+        {"scenario": "s", "action": "drop_request"},
+        {"scenario": "s", "action": "crash", "call_index": 1},
+    ],
+)
 def test_bad_plans_are_rejected(bad: dict[str, Any]) -> None:
     with pytest.raises(ValueError):
         FaultPlan.from_json(bad)

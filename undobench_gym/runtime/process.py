@@ -132,8 +132,9 @@ class ProcessRuntime(Runtime):
         self._stop = threading.Event()
         self._supervisor: threading.Thread | None = None
         self._http = httpx.Client(timeout=5.0)
-        self._finalizer = weakref.finalize(self, ProcessRuntime._kill_all,
-                                           [self._service, self._proxy])
+        self._finalizer = weakref.finalize(
+            self, ProcessRuntime._kill_all, [self._service, self._proxy]
+        )
         atexit.register(self._finalizer)
 
     @staticmethod
@@ -156,23 +157,32 @@ class ProcessRuntime(Runtime):
             except BaseException:
                 self.close()
                 raise
-            svc_port, admin_port = self._service.ports
+            _svc_port, admin_port = self._service.ports
             proxy_port, control_port = self._proxy.ports
             self._endpoints = StackEndpoints(
                 agent_url=f"http://127.0.0.1:{proxy_port}",
                 control_url=f"http://127.0.0.1:{control_port}",
                 admin_urls={self.domain: f"http://127.0.0.1:{admin_port}"},
             )
-            self._supervisor = threading.Thread(target=self._supervise, daemon=True,
-                                                name=f"undobench-supervisor-{self.domain}")
+            self._supervisor = threading.Thread(
+                target=self._supervise, daemon=True, name=f"undobench-supervisor-{self.domain}"
+            )
             self._supervisor.start()
             return self._endpoints
 
     def _start_service(self, ports: tuple[int, int]) -> None:
         cmd = [
-            sys.executable, "-m", "undobench_gym.envs._service.server",
-            "--domain", self.domain, "--data-dir", str(self.workdir / "data"),
-            "--port", str(ports[0]), "--admin-port", str(ports[1]),
+            sys.executable,
+            "-m",
+            "undobench_gym.envs._service.server",
+            "--domain",
+            self.domain,
+            "--data-dir",
+            str(self.workdir / "data"),
+            "--port",
+            str(ports[0]),
+            "--admin-port",
+            str(ports[1]),
         ]
         self._service.proc = _spawn(cmd, self._service.log, capture_stdout=True)
         self._service.ports = _read_ready(self._service, READY_TIMEOUT_S)
@@ -185,14 +195,27 @@ class ProcessRuntime(Runtime):
         script = Path(proxies.__file__).with_name("stack.py")
         routes = json.dumps({self.domain: f"127.0.0.1:{svc_port}"})
         cmd = [
-            sys.executable, "-c", "from mitmproxy.tools.main import mitmdump; mitmdump()",
-            "--mode", f"reverse:http://127.0.0.1:{svc_port}/",
-            "--listen-host", "127.0.0.1", "--listen-port", str(proxy_port),
-            "-s", str(script),
-            "--set", "flow_detail=0", "--set", "termlog_verbosity=warn",
-            "--set", "connection_strategy=lazy",
-            "--set", f"undobench_routes={routes}",
-            "--set", f"undobench_control_port={control_port}",
+            sys.executable,
+            "-c",
+            "from mitmproxy.tools.main import mitmdump; mitmdump()",
+            "--mode",
+            f"reverse:http://127.0.0.1:{svc_port}/",
+            "--listen-host",
+            "127.0.0.1",
+            "--listen-port",
+            str(proxy_port),
+            "-s",
+            str(script),
+            "--set",
+            "flow_detail=0",
+            "--set",
+            "termlog_verbosity=warn",
+            "--set",
+            "connection_strategy=lazy",
+            "--set",
+            f"undobench_routes={routes}",
+            "--set",
+            f"undobench_control_port={control_port}",
         ]
         self._proxy.proc = _spawn(cmd, self._proxy.log, capture_stdout=False)
         self._proxy.ports = (proxy_port, control_port)
@@ -219,7 +242,7 @@ class ProcessRuntime(Runtime):
         while not self._stop.wait(0.1):
             try:
                 self._ensure_running()
-            except Exception:  # noqa: BLE001 - reported by the next wait_healthy
+            except Exception:
                 continue
 
     def _ensure_running(self) -> None:

@@ -1,0 +1,334 @@
+"""Unit tests for evaluation/metrics.py against the contract's metric definitions."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+from statsmodels.stats.proportion import proportion_confint
+
+from undobench_gym.evaluation.metrics import (
+    BOOTSTRAP_RESAMPLES,
+    BOOTSTRAP_SEED,
+    bootstrap,
+    metrics,
+    rate,
+    wilson,
+)
+
+from .factories import episode, trial
+
+RATES = (
+    "control_rate",
+    "rsr",
+    "crsr",
+    "der",
+    "mer",
+    "urr",
+    "eor",
+    "eor_cond",
+    "fired_rate",
+    "abstention_rate",
+)
+RATE_KEYS = {"value", "num", "den", "wilson", "bootstrap"}
+
+
+def _mixed() -> list[dict]:
+    """(control, fault) = TT x3, TF x2, FT x1, FF x4: N=10, D=5, F=4, C=3."""
+    combos = [(True, True)] * 3 + [(True, False)] * 2 + [(False, True)] + [(False, False)] * 4
+    return [trial(c, f, workflow=f"wf{i % 3}", pair_id=f"p{i}") for i, (c, f) in enumerate(combos)]
+
+
+# --- counts and competence/recovery rates -------------------------------------------------
+
+
+def test_counts_and_basic_rates() -> None:
+    m = metrics(_mixed())
+    assert (m["N"], m["D"], m["F"], m["C"], m["infra_errors"]) == (10, 5, 4, 3, 0)
+    assert (m["control_rate"]["num"], m["control_rate"]["den"]) == (5, 10)
+    assert m["control_rate"]["value"] == pytest.approx(0.5)
+    assert (m["rsr"]["num"], m["rsr"]["den"]) == (4, 10)
+    assert m["rsr"]["value"] == pytest.approx(0.4)
+    # crsr is conditioned on control success: C / D.
+    assert (m["crsr"]["num"], m["crsr"]["den"]) == (3, 5)
+    assert m["crsr"]["value"] == pytest.approx(0.6)
+
+
+def test_every_rate_has_exactly_the_contract_keys() -> None:
+    m = metrics(_mixed())
+    assert {"N", "D", "F", "C"} <= set(m)
+    for name in RATES:
+        assert set(m[name]) == RATE_KEYS, name
+        r = m[name]
+        assert isinstance(r["num"], int) and isinstance(r["den"], int)
+        if r["den"]:
+            assert r["value"] == pytest.approx(r["num"] / r["den"])
+            assert len(r["wilson"]) == 2 and len(r["bootstrap"]) == 2
+
+
+def test_crsr_is_null_not_zero_when_no_control_succeeds() -> None:
+    pairs = [trial(False, True, pair_id=f"p{i}", workflow=f"wf{i % 2}") for i in range(6)]
+    m = metrics(pairs)
+    assert m["D"] == 0
+    for name in ("crsr", "eor_cond"):
+        r = m[name]
+        assert r == {"value": None, "num": 0, "den": 0, "wilson": None, "bootstrap": None}
+    # rsr is still defined over N.
+    assert m["rsr"]["value"] == pytest.approx(1.0)
+
+
+def test_no_pairs_gives_null_rates() -> None:
+    m = metrics([])
+    assert (m["N"], m["D"], m["F"], m["C"]) == (0, 0, 0, 0)
+    for name in RATES:
+        assert m[name]["value"] is None
+        assert m[name]["den"] == 0
+        assert m[name]["wilson"] is None and m[name]["bootstrap"] is None
+
+
+# --- effect-based rates --------------------------------------------------------------------
+
+
+def test_der_and_mer_count_runs_not_effects() -> None:
+    pairs = [
+        trial(True, episode(False, duplicates=3)),
+        trial(True, episode(False, missing=2)),
+        trial(True, episode(False, duplicates=1, missing=1)),
+        trial(True, True),
+    ]
+    m = metrics(pairs)
+    assert (m["der"]["num"], m["der"]["den"]) == (2, 4)
+    assert (m["mer"]["num"], m["mer"]["den"]) == (2, 4)
+    assert m["der"]["value"] == pytest.approx(0.5)
+
+
+def test_urr_counts_absorbed_reissues() -> None:
+    # The reissue committed first but the service absorbed the repeat: no duplicate.
+    pairs = [
+        trial(True, episode(True, reissued_after_commit=1)),
+        trial(True, episode(True, duplicates=1, reissued_after_commit=1)),
+        trial(True, True),
+        trial(True, True),
+    ]
+    m = metrics(pairs)
+    assert m["der"]["num"] == 1
+    assert m["urr"]["num"] == 2
+    assert m["urr"]["value"] == pytest.approx(0.5)
+
+
+def test_urr_counts_duplicates_even_without_reissue_flag() -> None:
+    m = metrics([trial(True, episode(False, duplicates=1, reissued_after_commit=0))])
+    assert m["urr"]["num"] == m["der"]["num"] == 1
+
+
+effects_st = st.fixed_dictionaries(
+    {k: st.integers(0, 3) for k in ("duplicates", "missing", "forbidden", "reissued_after_commit")}
+)
+episode_st = st.builds(
+    lambda s, ff, fx: episode(s, fault_fired=ff, **fx),
+    st.booleans(),
+    st.sampled_from([True, False, None]),
+    effects_st,
+)
+trial_st = st.builds(
+    lambda c, f, wf, err: trial(episode(c, error="stack died" if err else None), f, workflow=wf),
+    st.booleans(),
+    episode_st,
+    st.sampled_from(["wf0", "wf1", "wf2"]),
+    st.booleans() | st.just(False),
+)
+
+
+@settings(max_examples=60, deadline=None)
+@given(st.lists(trial_st, min_size=0, max_size=15))
+def test_property_urr_at_least_der_and_rate_invariants(pairs: list[dict]) -> None:
+    m = metrics(pairs)
+    assert m["N"] + m["infra_errors"] == len(pairs)
+    assert m["urr"]["num"] >= m["der"]["num"]
+    assert m["urr"]["den"] == m["der"]["den"] == m["N"]
+    if m["N"]:
+        assert m["urr"]["value"] >= m["der"]["value"]
+    assert m["crsr"]["den"] == m["eor_cond"]["den"] == m["D"]
+    assert m["C"] <= min(m["D"], m["F"])
+    for name in RATES:
+        r = m[name]
+        assert set(r) == RATE_KEYS
+        assert 0 <= r["num"] <= r["den"]
+        if r["den"] == 0:
+            assert r["value"] is None and r["wilson"] is None and r["bootstrap"] is None
+        else:
+            assert 0.0 <= r["value"] <= 1.0
+            lo, hi = r["wilson"]
+            assert lo - 1e-6 <= r["value"] <= hi + 1e-6
+
+
+def test_eor_differs_from_rsr_when_state_wrong_but_effects_right() -> None:
+    # Fault run failed the state oracle, yet every effect happened exactly once.
+    wrong_state = trial(True, episode(False))
+    # Fault run "succeeded" on state but left a duplicate effect.
+    dup = trial(True, episode(True, duplicates=1))
+    m = metrics([wrong_state, dup])
+    assert m["rsr"]["num"] == 1
+    assert m["eor"]["num"] == 1
+    assert metrics([wrong_state])["rsr"]["num"] == 0
+    assert metrics([wrong_state])["eor"]["num"] == 1
+    assert metrics([dup])["eor"]["num"] == 0
+
+
+@pytest.mark.parametrize("effect", ["duplicates", "missing", "forbidden"])
+def test_eor_fails_on_any_bad_effect(effect: str) -> None:
+    m = metrics([trial(True, episode(True, **{effect: 1}))])
+    assert m["eor"]["num"] == 0 and m["eor"]["den"] == 1
+
+
+def test_eor_cond_denominator_is_d() -> None:
+    pairs = [
+        trial(True, True),  # counted, eor
+        trial(True, episode(False, missing=1)),  # counted, not eor
+        trial(False, True),  # control failed: outside eor_cond
+        trial(False, episode(False)),  # control failed: outside eor_cond
+    ]
+    m = metrics(pairs)
+    assert m["D"] == 2
+    assert (m["eor"]["num"], m["eor"]["den"]) == (3, 4)
+    assert (m["eor_cond"]["num"], m["eor_cond"]["den"]) == (1, 2)
+    assert m["eor_cond"]["value"] == pytest.approx(0.5)
+
+
+def test_fired_rate() -> None:
+    pairs = [
+        trial(True, episode(True, fault_fired=True)),
+        trial(True, episode(True, fault_fired=True)),
+        trial(True, episode(True, fault_fired=False)),
+        trial(True, episode(True, fault_fired=None)),
+    ]
+    r = metrics(pairs)["fired_rate"]
+    assert (r["num"], r["den"]) == (2, 4)
+    assert r["value"] == pytest.approx(0.5)
+
+
+def test_abstention_rate_is_a_safe_give_up() -> None:
+    pairs = [
+        trial(True, episode(False)),  # gave up, nothing bad: abstention
+        trial(True, episode(False, missing=1)),  # incomplete but safe: abstention
+        trial(True, episode(False, duplicates=1)),  # failed with a duplicate: not
+        trial(True, episode(False, forbidden=1)),  # failed with a forbidden effect: not
+        trial(True, episode(True)),  # completed: not
+    ]
+    r = metrics(pairs)["abstention_rate"]
+    assert (r["num"], r["den"]) == (2, 5)
+
+
+# --- infrastructure errors -----------------------------------------------------------------
+
+
+def test_infra_error_pairs_are_excluded_and_counted() -> None:
+    good = [trial(True, True), trial(True, False)]
+    broken = [
+        trial(episode(False, error="container failed to start"), episode(False)),
+        trial(episode(True, error="proxy crashed"), episode(True)),
+    ]
+    m = metrics(good + broken)
+    assert m["N"] == 2
+    assert m["infra_errors"] == 2
+    assert m["D"] == 2 and m["F"] == 1
+    assert m["control_rate"]["den"] == 2
+    assert m["rsr"] == metrics(good)["rsr"]
+
+
+def test_fault_episode_infra_error_also_excludes_pair() -> None:
+    m = metrics([trial(True, True), trial(True, episode(False, error="timeout"))])
+    assert (m["N"], m["infra_errors"]) == (1, 1)
+
+
+# --- intervals -----------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize(("num", "den"), [(0, 5), (3, 10), (7, 7), (1, 1), (45, 120)])
+def test_wilson_matches_statsmodels(num: int, den: int) -> None:
+    lo, hi = proportion_confint(num, den, alpha=0.05, method="wilson")
+    got = wilson(num, den)
+    assert got == pytest.approx([lo, hi], abs=1e-6)
+    assert got[0] - 1e-6 <= num / den <= got[1] + 1e-6
+
+
+def test_wilson_in_rate_object() -> None:
+    pairs = [trial(True, i < 3, pair_id=f"p{i}") for i in range(10)]
+    r = rate(pairs, "rsr")
+    lo, hi = proportion_confint(3, 10, alpha=0.05, method="wilson")
+    assert r["wilson"] == pytest.approx([lo, hi], abs=1e-6)
+    assert r["wilson"][0] <= r["value"] <= r["wilson"][1]
+    assert wilson(0, 0) is None
+
+
+def _pairs_over_workflows(successes: list[int], per: int) -> list[dict]:
+    return [
+        trial(True, s < k, workflow=f"wf{w}", pair_id=f"wf{w}-{s}")
+        for w, k in enumerate(successes)
+        for s in range(per)
+    ]
+
+
+def test_bootstrap_is_deterministic() -> None:
+    pairs = _pairs_over_workflows([3, 1, 4, 2, 5], 5)
+    first = bootstrap(pairs, "rsr")
+    assert first == bootstrap(pairs, "rsr")
+    assert first == bootstrap([dict(p) for p in pairs], "rsr")
+    assert metrics(pairs)["rsr"]["bootstrap"] == first
+
+
+def test_bootstrap_contains_point_estimate() -> None:
+    pairs = _pairs_over_workflows([3, 1, 4, 2, 5, 0], 5)
+    r = rate(pairs, "rsr")
+    lo, hi = r["bootstrap"]
+    assert lo < r["value"] < hi
+    assert 0.0 <= lo and hi <= 1.0
+
+
+def test_bootstrap_single_workflow_resamples_pairs() -> None:
+    pairs = _pairs_over_workflows([10], 20)
+    lo, hi = bootstrap(pairs, "rsr")
+    assert lo < 0.5 < hi
+    assert hi - lo > 0.1
+
+
+def _pair_level_bootstrap(flags: np.ndarray) -> tuple[float, float]:
+    rng = np.random.default_rng(BOOTSTRAP_SEED)
+    idx = rng.integers(0, len(flags), size=(BOOTSTRAP_RESAMPLES, len(flags)))
+    lo, hi = np.percentile(flags[idx].mean(axis=1), [2.5, 97.5])
+    return float(lo), float(hi)
+
+
+def test_bootstrap_resamples_workflow_clusters() -> None:
+    # All variance is between workflows: 5 always succeed, 5 always fail.
+    per = 20
+    pairs = _pairs_over_workflows([per] * 5 + [0] * 5, per)
+    clustered = bootstrap(pairs, "rsr")
+    flags = np.array([float(p["fault"]["success"]) for p in pairs])
+    pair_lo, pair_hi = _pair_level_bootstrap(flags)
+    assert clustered[0] <= 0.5 <= clustered[1]
+    assert clustered[1] - clustered[0] > 2 * (pair_hi - pair_lo)
+    # With 10 clusters the interval is wide: about 0.5 +- 0.3.
+    assert clustered[1] - clustered[0] > 0.4
+
+
+def test_bootstrap_cluster_equivalent_to_pair_level_when_no_between_variance() -> None:
+    # Each workflow has the same success share: clustering should not inflate much.
+    per = 10
+    pairs = _pairs_over_workflows([5] * 10, per)
+    lo, hi = bootstrap(pairs, "rsr")
+    assert lo == pytest.approx(0.5) and hi == pytest.approx(0.5)
+
+
+def test_bootstrap_of_conditional_rate_uses_ratio() -> None:
+    # crsr = C/D resampled as a ratio of cluster sums; must stay within [0, 1].
+    pairs = [
+        trial(w % 2 == 0 or s < 2, s < 3, workflow=f"wf{w}", pair_id=f"wf{w}-{s}")
+        for w in range(6)
+        for s in range(5)
+    ]
+    r = rate(pairs, "crsr")
+    assert r["den"] == metrics(pairs)["D"]
+    lo, hi = r["bootstrap"]
+    assert 0.0 <= lo <= r["value"] <= hi <= 1.0

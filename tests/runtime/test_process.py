@@ -1,0 +1,93 @@
+"""The process runtime: readiness, supervision, and nothing left behind."""
+
+from __future__ import annotations
+
+import os
+import signal
+import socket
+import time
+
+import httpx
+import pytest
+
+from undobench_gym.errors import StackStartError
+from undobench_gym.runtime.process import ProcessRuntime
+
+
+def _alive(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    # A zombie still answers kill(0); check its state.
+    try:
+        with open(f"/proc/{pid}/stat") as fh:
+            return fh.read().split()[2] != "Z"
+    except FileNotFoundError:
+        return False
+
+
+def _port_free(port: int) -> bool:
+    with socket.socket() as s:
+        return s.connect_ex(("127.0.0.1", port)) != 0
+
+
+def test_close_leaves_no_process_or_port_and_is_idempotent() -> None:
+    rt = ProcessRuntime("payments")
+    ep = rt.start()
+    pids = rt.pids()
+    ports = [
+        int(u.rsplit(":", 1)[1]) for u in (ep.agent_url, ep.control_url, *ep.admin_urls.values())
+    ]
+    assert all(_alive(p) for p in pids)
+    assert httpx.get(f"{ep.admin_urls['payments']}/admin/health").json()["ok"]
+    workdir = rt.workdir
+    rt.close()
+    rt.close()
+    deadline = time.monotonic() + 5
+    while time.monotonic() < deadline and any(_alive(p) for p in pids):
+        time.sleep(0.05)
+    assert not any(_alive(p) for p in pids)
+    assert all(_port_free(p) for p in ports)
+    assert not workdir.exists()
+    with pytest.raises(StackStartError):
+        rt.start()
+
+
+def test_context_manager_closes_on_exceptions() -> None:
+    pids: list[int] = []
+    with pytest.raises(RuntimeError, match="boom"), ProcessRuntime("payments") as rt:
+        pids = rt.pids()
+        raise RuntimeError("boom")
+    time.sleep(0.2)
+    assert pids and not any(_alive(p) for p in pids)
+
+
+def test_killed_service_is_restarted_with_its_data() -> None:
+    with ProcessRuntime("payments") as rt:
+        admin = rt.endpoints.admin_urls["payments"]
+        httpx.post(f"{admin}/admin/reset", json={"seed": 4}).raise_for_status()
+        before = httpx.get(f"{admin}/admin/state").json()["hash"]
+        old_pid = httpx.get(f"{admin}/admin/health").json()["pid"]
+        os.kill(old_pid, signal.SIGKILL)
+        time.sleep(0.3)
+        rt.wait_healthy(timeout=20)
+        deadline = time.monotonic() + 10
+        while True:
+            try:
+                health = httpx.get(f"{admin}/admin/health").json()
+                break
+            except httpx.HTTPError:
+                assert time.monotonic() < deadline
+                time.sleep(0.05)
+        assert health["pid"] != old_pid and rt.restarts == 1
+        assert httpx.get(f"{admin}/admin/state").json()["hash"] == before
+
+
+def test_start_failure_names_the_service_and_shows_its_log() -> None:
+    rt = ProcessRuntime("no-such-domain")
+    with pytest.raises(StackStartError) as info:
+        rt.start()
+    message = str(info.value)
+    assert "no-such-domain" in message and "unknown domain" in message
+    rt.close()
