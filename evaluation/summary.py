@@ -46,15 +46,27 @@ def _finite(x: float) -> float | None:
 
 
 def _diff_bootstrap(a: list[Pair], b: list[Pair], metric: str) -> list[float] | None:
-    """Resample tasks, the same task draw for both arms (they share tasks and seeds)."""
+    """Resample tasks, the same draw for both arms (they share tasks and seeds). With a
+    single task, resample the matched (scenario, seed) units instead: a one-cluster
+    bootstrap would give a zero-width interval."""
+    key = "workflow"
     tasks = sorted({p["workflow"] for p in a} | {p["workflow"] for p in b})
+    if len(tasks) < 2:
 
-    def per_task(pairs: list[Pair]) -> tuple[np.ndarray, np.ndarray]:
-        by = _group(pairs, "workflow")
+        def unit(p: Pair) -> str:
+            return f"{p.get('scenario')}|{p.get('seed')}"
+
+        a = [{**p, "_unit": unit(p)} for p in a]
+        b = [{**p, "_unit": unit(p)} for p in b]
+        key = "_unit"
+        tasks = sorted({p[key] for p in a} | {p[key] for p in b})
+
+    def per_cluster(pairs: list[Pair]) -> tuple[np.ndarray, np.ndarray]:
+        by = _group(pairs, key)
         n = [_counts(by.get(t, []), metric) for t in tasks]
         return np.array([x[0] for x in n], float), np.array([x[1] for x in n], float)
 
-    (na, da), (nb, db) = per_task(a), per_task(b)
+    (na, da), (nb, db) = per_cluster(a), per_cluster(b)
     rng = np.random.default_rng(BOOTSTRAP_SEED)
     idx = rng.integers(0, len(tasks), size=(BOOTSTRAP_RESAMPLES, len(tasks)))
     sa, sda, sb, sdb = na[idx].sum(1), da[idx].sum(1), nb[idx].sum(1), db[idx].sum(1)

@@ -70,6 +70,7 @@ class UndoBenchEnv(gym.Env[str, str]):
         self.action_space = ToolCallSpace(self._tools_for(sorted(all_tools)))
         self.observation_space = JsonText()
         self._episode: dict[str, Any] | None = None
+        self._suspect = False  # a failure was seen: probe the stack before the next call
 
     # ---- stack ------------------------------------------------------------------
 
@@ -131,7 +132,7 @@ class UndoBenchEnv(gym.Env[str, str]):
         workflow = self._pick_workflow(ep_seed, options.get("workflow"))
         scenario = self._pick_scenario(workflow, options.get("fault"))
         rt = self.runtime
-        rt.wait_healthy()
+        rt.wait_healthy(probe=True)
         self._admin("POST", "/admin/reset", json={"seed": ep_seed})
         params = workflow.draw_params(ep_seed, self._domain.fixture(ep_seed))
         episode_id = stable_id("ep", ep_seed, workflow.id, scenario.id if scenario else "control")
@@ -220,7 +221,8 @@ class UndoBenchEnv(gym.Env[str, str]):
         assert self._http is not None
         spec: ToolSpec = ep["tools"][call.tool]
         req = to_request(call, spec, self.domain_name)
-        self.runtime.wait_healthy()
+        self.runtime.wait_healthy(probe=self._suspect)
+        self._suspect = False
         record = {
             "tool": call.tool,
             "read_only": spec.read_only,
@@ -237,11 +239,13 @@ class UndoBenchEnv(gym.Env[str, str]):
                 headers=req.headers,
             )
         except httpx.TimeoutException:
+            self._suspect = True
             return {
                 "tool": call.tool,
                 "error": {"type": "transport", "kind": "timeout", "message": "timed out"},
             }
         except httpx.TransportError as exc:
+            self._suspect = True
             return {
                 "tool": call.tool,
                 "error": {
@@ -251,6 +255,7 @@ class UndoBenchEnv(gym.Env[str, str]):
                 },
             }
         record["status"] = resp.status_code
+        self._suspect = resp.status_code >= 500
         try:
             body: Any = resp.json()
         except ValueError:
@@ -259,7 +264,7 @@ class UndoBenchEnv(gym.Env[str, str]):
 
     def _finish(self, ep: dict[str, Any], *, finished: bool, truncated: bool) -> Verdict:
         ep["done"] = True
-        self.runtime.wait_healthy()
+        self.runtime.wait_healthy(probe=True)
         state = self._admin("GET", "/admin/state")
         commit_log = self._admin("GET", "/admin/commit-log")
         wire = self._control("GET", "/control/wire")

@@ -48,6 +48,8 @@ class ResetRequest(BaseModel):
 
 class ConfigRequest(BaseModel):
     idempotency_mode: str | None = None
+    #: Whether armed crash points exit the process (off: they are ignored).
+    crash_points: bool | None = None
 
 
 def dump_state(ctx: ServiceContext) -> dict[str, Any]:
@@ -117,7 +119,9 @@ def create_admin_app(ctx: ServiceContext) -> FastAPI:
                     content={"error": f"idempotency_mode must be one of {IDEMPOTENCY_MODES}"},
                 )
             ctx.set_idempotency_mode(body.idempotency_mode)
-        return {"idempotency_mode": ctx.idempotency_mode}
+        if body.crash_points is not None:
+            ctx.crash_points_enabled = body.crash_points
+        return {"idempotency_mode": ctx.idempotency_mode, "crash_points": ctx.crash_points_enabled}
 
     app.include_router(router)
     return app

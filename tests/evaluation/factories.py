@@ -43,7 +43,9 @@ def trial(
     method: str = "bare",
     model: str = "scripted",
     framework: str = "F1",
-    boundary: str = "after_commit",
+    boundary: str = "POST_MUTATION_PRE_ACK",
+    scenario: str = "lost-ack",
+    seed: int = 0,
 ) -> dict[str, Any]:
     """A pair; `control`/`fault` are an episode dict or just its success flag."""
     ctrl = control if isinstance(control, dict) else episode(control)
@@ -56,6 +58,8 @@ def trial(
         "model": model,
         "framework": framework,
         "boundary": boundary,
+        "scenario": scenario,
+        "seed": seed,
         "control": ctrl,
         "fault": flt,
     }
@@ -80,6 +84,7 @@ def method_arm(
                     fault=s < k,
                     method=method,
                     workflow=f"wf{w}",
+                    seed=s,
                     pair_id=f"{method}-wf{w}-s{s}",
                 )
             )

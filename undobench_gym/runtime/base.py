@@ -27,8 +27,10 @@ class Runtime(ABC):
     def endpoints(self) -> StackEndpoints: ...
 
     @abstractmethod
-    def wait_healthy(self, timeout: float = 30.0) -> None:
-        """Block until every service answers; restart crashed ones."""
+    def wait_healthy(self, timeout: float = 30.0, probe: bool = False) -> None:
+        """Block until every process is up, restarting crashed ones; with `probe`, until
+        every service and the proxy answer over HTTP (after a failure was seen: a process
+        that is exiting has closed its sockets before it can be reaped)."""
 
     @property
     @abstractmethod

@@ -261,20 +261,31 @@ class ProcessRuntime(Runtime):
                     else:
                         self._start_proxy()
 
-    def wait_healthy(self, timeout: float = 30.0) -> None:
+    def wait_healthy(self, timeout: float = 30.0, probe: bool = False) -> None:
         deadline = time.monotonic() + timeout
         last: Exception | None = None
         while time.monotonic() < deadline:
             try:
                 self._ensure_running()
-                if self._service.alive() and self._proxy.alive():
+                up = self._service.alive() and self._proxy.alive()
+                if up and (not probe or self._answers()):
                     return
             except StackStartError as exc:
                 last = exc
-            time.sleep(0.05)
+            time.sleep(0.02)
         raise StackUnhealthyError(
             f"stack {self.domain!r} not healthy after {timeout:.0f}s: {last or 'processes down'}"
         )
+
+    def _answers(self) -> bool:
+        ep = self.endpoints
+        try:
+            for url in (*ep.admin_urls.values(),):
+                self._http.get(f"{url}/admin/health", timeout=2).raise_for_status()
+            self._http.get(f"{ep.control_url}/control/health", timeout=2).raise_for_status()
+        except httpx.HTTPError:
+            return False
+        return True
 
     @property
     def endpoints(self) -> StackEndpoints:

@@ -1,0 +1,159 @@
+"""Unit tests for evaluation/report.py and undobench_gym/trials.py (files only)."""
+
+from __future__ import annotations
+
+import csv
+import json
+from pathlib import Path
+
+from undobench_gym.evaluation.report import write_reports
+from undobench_gym.evaluation.summary import summarize
+
+from undobench_gym.trials import TrialWriter, read_trials
+
+from .factories import episode, method_arm, trial
+
+COLUMNS = [
+    "N",
+    "D",
+    "F",
+    "C",
+    "control_rate",
+    "rsr",
+    "crsr",
+    "der",
+    "mer",
+    "urr",
+    "eor",
+    "eor_cond",
+    "fired_rate",
+    "abstention_rate",
+]
+
+
+def _run_pairs() -> list[dict]:
+    pairs = method_arm("B0", [5, 4, 3, 5], 5) + method_arm("bare", [1, 0, 2, 0], 5)
+    pairs[0]["fault"] = episode(False, duplicates=1, fault_fired=True)
+    pairs.append(trial(episode(False, error="stack down"), False, method="bare", pair_id="x"))
+    return pairs
+
+
+def _write(path: Path, pairs: list[dict]) -> None:
+    with TrialWriter(path) as w:
+        for p in pairs:
+            w.write(p)
+
+
+def test_write_reports(tmp_path: Path) -> None:
+    pairs = _run_pairs()
+    _write(tmp_path / "trials.jsonl", pairs)
+    returned = write_reports(tmp_path)
+
+    summary = json.loads((tmp_path / "summary.json").read_text())
+    expected = summarize(read_trials(tmp_path / "trials.jsonl"))
+    assert summary == expected
+    assert returned == expected
+    assert summary == summarize(pairs)
+    assert summary["overall"]["N"] == len(pairs) - 1
+    assert summary["overall"]["infra_errors"] == 1
+
+    report = (tmp_path / "report.md").read_text()
+    header = "| group | value | " + " | ".join(COLUMNS) + " |"
+    assert header in report.splitlines()
+    assert f"{len(pairs)} paired trials." in report
+    assert "## Method contrasts" in report
+    assert "| overall | all | 40 |" in report
+
+    with (tmp_path / "metrics.csv").open(newline="") as fh:
+        rows = list(csv.reader(fh))
+    assert rows[0] == ["group", "value", *COLUMNS]
+    body = rows[1:]
+    expected_keys = [("overall", "all")] + [
+        (group, name) for group, values in summary["by"].items() for name in values
+    ]
+    assert [(r[0], r[1]) for r in body] == expected_keys
+    assert all(len(r) == len(COLUMNS) + 2 for r in body)
+    overall = dict(zip(COLUMNS, body[0][2:], strict=True))
+    assert overall["N"] == str(summary["overall"]["N"])
+    assert float(overall["rsr"]) == round(summary["overall"]["rsr"]["value"], 3)
+    by_method = {r[1]: r for r in body if r[0] == "method"}
+    assert set(by_method) == {"B0", "bare"}
+
+
+def test_write_reports_renders_null_rates(tmp_path: Path) -> None:
+    pairs = [trial(False, True, pair_id=f"p{i}", workflow=f"wf{i % 2}") for i in range(4)]
+    _write(tmp_path / "trials.jsonl", pairs)
+    summary = write_reports(tmp_path)
+    assert summary["overall"]["crsr"]["value"] is None
+    assert json.loads((tmp_path / "summary.json").read_text())["overall"]["crsr"]["value"] is None
+    with (tmp_path / "metrics.csv").open(newline="") as fh:
+        rows = list(csv.DictReader(fh))
+    assert rows[0]["crsr"] == "null"
+    assert "contrasts" not in (tmp_path / "report.md").read_text().lower()
+
+
+# --- TrialWriter / read_trials -------------------------------------------------------------
+
+
+def test_writer_skips_duplicate_pair_ids(tmp_path: Path) -> None:
+    path = tmp_path / "trials.jsonl"
+    a, b = trial(pair_id="a"), trial(pair_id="b")
+    with TrialWriter(path) as w:
+        w.write(a)
+        w.write(a)
+        w.write(b)
+        w.write(dict(a, method="other"))
+    assert [t["pair_id"] for t in read_trials(path)] == ["a", "b"]
+    assert len(path.read_text().splitlines()) == 2
+    assert read_trials(path)[0] == a
+
+
+def test_read_trials_missing_file(tmp_path: Path) -> None:
+    assert read_trials(tmp_path / "nope.jsonl") == []
+
+
+def test_writer_creates_parent_dirs(tmp_path: Path) -> None:
+    path = tmp_path / "deep" / "run" / "trials.jsonl"
+    _write(path, [trial(pair_id="a")])
+    assert [t["pair_id"] for t in read_trials(path)] == ["a"]
+
+
+def test_truncated_last_line_is_dropped_and_repaired(tmp_path: Path) -> None:
+    path = tmp_path / "trials.jsonl"
+    _write(path, [trial(pair_id="a"), trial(pair_id="b")])
+    partial = json.dumps(trial(pair_id="c"))[:40]
+    with path.open("a", encoding="utf-8") as fh:
+        fh.write(partial)  # a crash mid-line: no newline
+    assert [t["pair_id"] for t in read_trials(path)] == ["a", "b"]
+
+    with TrialWriter(path) as w:
+        assert path.read_text().endswith("}\n")
+        assert partial not in path.read_text()
+        assert w.done == {"a", "b"}
+        w.write(trial(pair_id="c"))
+    lines = path.read_text().splitlines()
+    assert len(lines) == 3
+    assert [json.loads(line)["pair_id"] for line in lines] == ["a", "b", "c"]
+
+
+def test_only_a_truncated_line_is_repaired_to_empty(tmp_path: Path) -> None:
+    path = tmp_path / "trials.jsonl"
+    path.write_text('{"pair_id": "a", "work')
+    assert read_trials(path) == []
+    with TrialWriter(path) as w:
+        assert w.done == set()
+        assert path.read_bytes() == b""
+        w.write(trial(pair_id="a"))
+    assert [t["pair_id"] for t in read_trials(path)] == ["a"]
+
+
+def test_resume_knows_done_pairs(tmp_path: Path) -> None:
+    path = tmp_path / "trials.jsonl"
+    _write(path, [trial(pair_id="a"), trial(pair_id="b")])
+    with TrialWriter(path) as w:
+        assert w.done == {"a", "b"}
+        w.write(trial(pair_id="b"))  # already recorded: skipped
+        w.write(trial(pair_id="c"))
+    with TrialWriter(path) as w:
+        assert w.done == {"a", "b", "c"}
+    assert [t["pair_id"] for t in read_trials(path)] == ["a", "b", "c"]
