@@ -28,7 +28,7 @@ lint: $(STAMP)
 	$(BIN)/ruff format --check .
 
 typecheck: $(STAMP)
-	MYPY=$(BIN)/mypy scripts/typecheck.sh
+	MYPY=$(abspath $(BIN))/mypy scripts/typecheck.sh
 
 bench: $(STAMP)
 	$(BIN)/python benchmarks/bench_core.py

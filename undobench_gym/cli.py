@@ -47,17 +47,15 @@ def _tasks(args: argparse.Namespace) -> int:
     from rich.table import Table
 
     table = Table(title=f"UndoBench workflows{' (' + args.split + ')' if args.split else ''}")
-    for col in ("id", "domain", "split", "kind", "tools", "scenarios"):
-        table.add_column(col)
+    for col in ("workflow", "domain", "split", "kind", "scenario", "boundary"):
+        table.add_column(col, no_wrap=col in ("workflow", "scenario", "boundary"))
     for r in rows:
-        table.add_row(
-            r["id"],
-            r["domain"],
-            r["split"],
-            r["kind"],
-            str(len(r["tools"])),
-            ", ".join(f"{s['id']} ({s['boundary']})" for s in r["scenarios"]),
-        )
+        for i, sc in enumerate(r["scenarios"]):
+            first = i == 0
+            boundary = sc["boundary"] + (" (ambiguous)" if sc["ambiguous"] else "")
+            table.add_row(r["id"] if first else "", r["domain"] if first else "",
+                          r["split"] if first else "", r["kind"] if first else "",
+                          sc["id"], boundary, end_section=i == len(r["scenarios"]) - 1)
     Console().print(table)
     return 0
 
