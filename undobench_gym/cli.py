@@ -53,9 +53,15 @@ def _tasks(args: argparse.Namespace) -> int:
         for i, sc in enumerate(r["scenarios"]):
             first = i == 0
             boundary = sc["boundary"] + (" (ambiguous)" if sc["ambiguous"] else "")
-            table.add_row(r["id"] if first else "", r["domain"] if first else "",
-                          r["split"] if first else "", r["kind"] if first else "",
-                          sc["id"], boundary, end_section=i == len(r["scenarios"]) - 1)
+            table.add_row(
+                r["id"] if first else "",
+                r["domain"] if first else "",
+                r["split"] if first else "",
+                r["kind"] if first else "",
+                sc["id"],
+                boundary,
+                end_section=i == len(r["scenarios"]) - 1,
+            )
     Console().print(table)
     return 0
 
