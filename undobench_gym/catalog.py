@@ -12,13 +12,11 @@ from dataclasses import dataclass, field
 from functools import cache
 from typing import Any
 
+from .envs import DOMAIN_MODULES
 from .errors import UnknownWorkflowError
 from .specs import WorkflowSpec
 
-DOMAINS: dict[str, str] = {
-    "payments": "undobench_gym.envs.payments",
-    "database": "undobench_gym.envs.database",
-}
+DOMAINS: dict[str, str] = DOMAIN_MODULES
 FINISH = "finish"
 
 

@@ -4,10 +4,11 @@ from __future__ import annotations
 
 from gymnasium.envs.registration import register, registry
 
+from .envs import DOMAIN_MODULES, DOMAIN_NAMES
+
 ENTRY_POINT = "undobench_gym.env:UndoBenchEnv"
 ENV_IDS: dict[str, str] = {
-    "UndoBench/Payments-v0": "payments",
-    "UndoBench/Database-v0": "database",
+    f"UndoBench/{DOMAIN_NAMES[d]}-v0": d for d in DOMAIN_NAMES if d in DOMAIN_MODULES
 }
 
 

@@ -72,6 +72,8 @@ def reset_state(ctx: ServiceContext, seed: int) -> None:
             s.execute(delete(model))
         s.add(Meta(key="seed", value=str(seed)))
         ctx.domain.seed_state(s, seed)
+    if ctx.domain.seed_files is not None:
+        ctx.domain.seed_files(ctx.data_dir, seed)
 
 
 def create_admin_app(ctx: ServiceContext) -> FastAPI:
@@ -124,6 +126,8 @@ def create_admin_app(ctx: ServiceContext) -> FastAPI:
         return {"idempotency_mode": ctx.idempotency_mode, "crash_points": ctx.crash_points_enabled}
 
     app.include_router(router)
+    for extra in ctx.domain.admin_routers:
+        app.include_router(extra)
     return app
 
 

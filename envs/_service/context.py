@@ -35,6 +35,12 @@ class DomainService:
     partial_state: Callable[[dict[str, Any]], list[str]] = lambda _state: []
     extra_state: Callable[[Session], dict[str, Any]] = lambda _s: {}
     wipe_extra: Callable[[Session], None] = lambda _s: None
+    #: Routers mounted on the admin app (never proxied): e.g. a webhook receiver that is
+    #: part of the stack, whose log belongs to the final state.
+    admin_routers: list[APIRouter] = field(default_factory=list)
+    #: Called after the tables are reseeded, with the service's data directory: for state
+    #: that lives on disk next to SQLite (object bodies, git repositories).
+    seed_files: Callable[[Path, int], None] | None = None
 
 
 @dataclass
@@ -43,7 +49,9 @@ class ServiceContext:
     engine: Engine
     idempotency_mode: str = "native"
     crash_points_enabled: bool = True
-    started_at: float = field(default=0.0)
+    data_dir: Path = field(default_factory=Path)
+    #: Bound ports, set by the server once it listens: {"public": p, "admin": a}.
+    ports: dict[str, int] = field(default_factory=dict)
 
     @classmethod
     def open(cls, domain: DomainService, data_dir: Path) -> ServiceContext:
@@ -52,7 +60,7 @@ class ServiceContext:
         harness = [Base.metadata.tables[n] for n in ("commit_log", "meta", "service_config")]
         harness.append(Base.metadata.tables["idempotency_keys"])
         Base.metadata.create_all(engine, tables=[*harness, *domain.tables])
-        ctx = cls(domain=domain, engine=engine)
+        ctx = cls(domain=domain, engine=engine, data_dir=data_dir)
         with Session(engine) as s:
             row = s.get(ServiceConfig, "idempotency_mode")
             if row is not None:

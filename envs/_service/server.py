@@ -56,6 +56,7 @@ async def _serve(args: argparse.Namespace) -> None:
         asyncio.create_task(servers[0].serve(sockets=[public_sock])),
         asyncio.create_task(servers[1].serve(sockets=[admin_sock])),
     ]
+    ctx.ports = {"public": public_sock.getsockname()[1], "admin": admin_sock.getsockname()[1]}
     while not all(s.started for s in servers):
         await asyncio.sleep(0.01)
     print(f"READY {public_sock.getsockname()[1]} {admin_sock.getsockname()[1]}", flush=True)
