@@ -355,6 +355,39 @@ class UndoBenchEnv(gym.Env[str, str]):
             },
             "fault_fired": v.fault_fired,
             "fault": ep["wire"].get("fault"),
+            # Compact logs for audits (wire/commit consistency): what crossed the proxy and
+            # what the services committed.
+            "wire": [
+                {
+                    k: e.get(k)
+                    for k in (
+                        "index",
+                        "tool",
+                        "method",
+                        "path",
+                        "read_only",
+                        "outcome",
+                        "status",
+                        "upstream_status",
+                        "forwarded",
+                    )
+                }
+                for e in sorted(ep["wire"]["events"], key=lambda e: e.get("index") or 0)
+            ],
+            "commit_log": [
+                {
+                    k: r.get(k)
+                    for k in (
+                        "seq",
+                        "op",
+                        "effect_class",
+                        "identity",
+                        "idempotency_key",
+                        "compensation",
+                    )
+                }
+                for r in ep["commit_log"]
+            ],
             "hidden_commit_coin": ep["coin"],
             "wall_ms": ep["wall_ms"],
             "error": None,
