@@ -33,13 +33,26 @@ def test_every_fault_fires_under_the_gold_plan(play: Any, workflow: Any, scenari
     ep = play(workflow, scenario)
     assert ep["fault_fired"] is True, ep["transcript"]
     sc = workflow.scenario(scenario)
-    obs = ep["transcript"][-2]["observation"]  # the faulted call, before finish
+    calls = [e for e in ep["transcript"] if "tool" in e["observation"]]
+    obs = calls[ep["fault"]["index"] - 1]["observation"]  # the faulted call
+    if sc.boundary is Boundary.POST_ACK_PRE_CHECKPOINT:
+        assert 200 <= obs["status"] < 300 and ep["fault"]["stage"] == "post_ack"
+        return
     visible = sc.visible_error.value
     if visible in ("http_502", "http_503"):
         assert obs["status"] == int(visible[-3:])
     else:
         assert obs["error"]["type"] == "transport"
     assert "inject" not in json.dumps(obs).lower()
+
+
+def test_worker_crash_after_ack_replays_from_the_last_checkpoint(play: Any) -> None:
+    wf = next(w for w in WORKFLOWS if w.id == "pay-charge-customer")
+    ep = play(wf, "worker-crash")
+    # The scripted agent keeps no checkpoint: it restarts the task and charges again.
+    assert ep["fault_fired"] and ep["effects"]["duplicates"] == 1
+    assert ep["effects"]["reissued_after_commit"] == 1
+    assert [c["tool"] for c in ep["wire"]] == ["get_customer", "create_charge"] * 2
 
 
 def test_same_seed_same_control_episode(play: Any) -> None:

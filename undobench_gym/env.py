@@ -138,12 +138,13 @@ class UndoBenchEnv(gym.Env[str, str]):
         episode_id = stable_id("ep", ep_seed, workflow.id, scenario.id if scenario else "control")
         coin = None
         plan = None
-        if scenario is not None:
-            if scenario.boundary is Boundary.POST_ACK_PRE_CHECKPOINT:
-                raise UndoBenchError(
-                    "POST_ACK_PRE_CHECKPOINT is applied by the checkpoint "
-                    "harness (method B1), not by the proxy"
-                )
+        worker_crash = None
+        if scenario is not None and scenario.boundary is Boundary.POST_ACK_PRE_CHECKPOINT:
+            # Not a wire fault: the call commits and is acknowledged, then the agent's
+            # worker "crashes". The env marks the step (info["worker_crash"]) and the
+            # harness rolls the agent's memory back to its last checkpoint.
+            worker_crash = scenario.target
+        elif scenario is not None:
             coin = bool(derive_seed(ep_seed, workflow.id, scenario.id, "coin") & 1)
             t = scenario.target
             plan = {
@@ -170,6 +171,9 @@ class UndoBenchEnv(gym.Env[str, str]):
             "steps": 0,
             "transcript": [],
             "calls": [],
+            "tool_counts": {},
+            "worker_crash": worker_crash,
+            "worker_fault": None,
             "done": False,
             "t0": time.monotonic(),
         }
@@ -209,6 +213,8 @@ class UndoBenchEnv(gym.Env[str, str]):
         ep["transcript"].append({"step": ep["steps"], "action": logged, "observation": obs})
         truncated = not finished and ep["steps"] >= self.max_steps
         info: dict[str, Any] = {"episode_id": ep["id"], "step": ep["steps"]}
+        if ep.pop("pending_worker_crash", False):
+            info["worker_crash"] = True
         reward = 0.0
         if finished or truncated:
             verdict = self._finish(ep, finished=finished, truncated=truncated)
@@ -230,6 +236,7 @@ class UndoBenchEnv(gym.Env[str, str]):
             "status": None,
         }
         ep["calls"].append(record)
+        ep["tool_counts"][call.tool] = ep["tool_counts"].get(call.tool, 0) + 1
         try:
             resp = self._http.request(
                 req.method,
@@ -256,11 +263,35 @@ class UndoBenchEnv(gym.Env[str, str]):
             }
         record["status"] = resp.status_code
         self._suspect = resp.status_code >= 500
+        self._maybe_crash_worker(ep, call.tool, resp.status_code)
         try:
             body: Any = resp.json()
         except ValueError:
             body = resp.text[:4000]
         return {"tool": call.tool, "status": resp.status_code, "body": body}
+
+    @staticmethod
+    def _maybe_crash_worker(ep: dict[str, Any], tool: str, status: int) -> None:
+        target = ep["worker_crash"]
+        if target is None or ep["worker_fault"] is not None or not 200 <= status < 300:
+            return
+        index, nth = len(ep["calls"]), ep["tool_counts"].get(tool, 0)
+        hit = (
+            index == target.call_index
+            if target.call_index
+            else (tool == target.tool and nth == target.nth)
+        )
+        if hit:
+            ep["worker_fault"] = {
+                "scenario": ep["scenario"].id,
+                "action": "worker_crash",
+                "stage": "post_ack",
+                "index": index,
+                "tool": tool,
+                "upstream_status": status,
+                "committed": True,
+            }
+            ep["pending_worker_crash"] = True
 
     def _finish(self, ep: dict[str, Any], *, finished: bool, truncated: bool) -> Verdict:
         ep["done"] = True
@@ -277,7 +308,9 @@ class UndoBenchEnv(gym.Env[str, str]):
             commit_log,
             len(wire["events"]),
             reissued_after_commit=self._reissues(ep, committed_calls),
-            fault_fired=wire["fault_fired"] if scenario is not None else None,
+            fault_fired=(wire["fault_fired"] or ep["worker_fault"] is not None)
+            if scenario is not None
+            else None,
             finished=finished,
             truncated=truncated,
         )
@@ -354,7 +387,7 @@ class UndoBenchEnv(gym.Env[str, str]):
                 "reissued_after_commit": v.reissued_after_commit,
             },
             "fault_fired": v.fault_fired,
-            "fault": ep["wire"].get("fault"),
+            "fault": ep["worker_fault"] or ep["wire"].get("fault"),
             # Compact logs for audits (wire/commit consistency): what crossed the proxy and
             # what the services committed.
             "wire": [

@@ -23,14 +23,26 @@ def run_episode(
     env: gym.Env[str, str], agent: Agent, *, seed: int, workflow: str, fault: str | None
 ) -> dict[str, Any]:
     obs, _info = env.reset(seed=seed, options={"workflow": workflow, "fault": fault})
+    initial = obs
     base: Any = env.unwrapped
-    agent.reset(base.gold_plan())
+    plan = base.gold_plan()
+    agent.reset(plan)
+    checkpoint = agent.checkpoint() if hasattr(agent, "checkpoint") else None
     while True:
         action: Any = agent.act(obs)
         obs, _r, terminated, truncated, info = env.step(action)
         if terminated or truncated:
             record: dict[str, Any] = info["episode"]
             return record
+        if info.get("worker_crash"):
+            # POST_ACK_PRE_CHECKPOINT: the worker died after the acknowledgement. The
+            # agent resumes from its last checkpoint (the task start unless it keeps
+            # checkpoints) and is shown the task again, not the lost acknowledgement.
+            if checkpoint is not None and hasattr(agent, "restore"):
+                agent.restore(checkpoint)
+            else:
+                agent.reset(plan)
+            obs = initial
 
 
 def _faulted_step(transcript: list[dict[str, Any]], call_index: int | None) -> int | None:

@@ -111,6 +111,11 @@ CHARGE = WorkflowSpec(
             target=T(tool="create_charge"),
             ambiguous=True,
         ),
+        FaultScenario(
+            id="worker-crash",
+            boundary=B.POST_ACK_PRE_CHECKPOINT,
+            target=T(tool="create_charge"),
+        ),
     ],
     draw_params=_charge_params,
 )
