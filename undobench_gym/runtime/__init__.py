@@ -10,7 +10,11 @@ def make_runtime(kind: str, domain: str) -> Runtime:
         from .process import ProcessRuntime
 
         return ProcessRuntime(domain)
-    raise ValueError(f"unknown runtime {kind!r}: use 'process' (docker comes with its own issue)")
+    if kind == "docker":
+        from .docker import DockerRuntime
+
+        return DockerRuntime(domain)
+    raise ValueError(f"unknown runtime {kind!r}: use 'process' or 'docker'")
 
 
 __all__ = ["Runtime", "StackEndpoints", "make_runtime"]

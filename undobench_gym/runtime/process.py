@@ -188,30 +188,19 @@ class ProcessRuntime(Runtime):
         self._service.ports = _read_ready(self._service, READY_TIMEOUT_S)
 
     def _start_proxy(self) -> None:
-        from .. import proxies
-
         svc_port = self._service.ports[0]
         proxy_port, control_port = self._proxy.ports or (free_port(), free_port())
-        script = Path(proxies.__file__).with_name("stack.py")
         routes = json.dumps({self.domain: f"127.0.0.1:{svc_port}"})
         cmd = [
             sys.executable,
-            "-c",
-            "from mitmproxy.tools.main import mitmdump; mitmdump()",
+            "-m",
+            "undobench_gym.proxies.launch",
             "--mode",
             f"reverse:http://127.0.0.1:{svc_port}/",
             "--listen-host",
             "127.0.0.1",
             "--listen-port",
             str(proxy_port),
-            "-s",
-            str(script),
-            "--set",
-            "flow_detail=0",
-            "--set",
-            "termlog_verbosity=warn",
-            "--set",
-            "connection_strategy=lazy",
             "--set",
             f"undobench_routes={routes}",
             "--set",

@@ -1,0 +1,1 @@
+"""Dockerfiles for the stack image (package data)."""

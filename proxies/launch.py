@@ -1,0 +1,34 @@
+"""Start mitmdump with the stack addons: `undobench-proxy [mitmdump options]`.
+
+The addon script's path is resolved here, so the same command works from a source
+checkout, a virtual environment, or the container image.
+"""
+
+from __future__ import annotations
+
+import sys
+from pathlib import Path
+
+DEFAULT_OPTIONS = [
+    "--set",
+    "flow_detail=0",
+    "--set",
+    "termlog_verbosity=warn",
+    "--set",
+    "connection_strategy=lazy",
+]
+
+
+def addon_script() -> str:
+    return str(Path(__file__).with_name("stack.py"))
+
+
+def main() -> None:
+    from mitmproxy.tools.main import mitmdump
+
+    sys.argv = ["mitmdump", "-s", addon_script(), *DEFAULT_OPTIONS, *sys.argv[1:]]
+    mitmdump()
+
+
+if __name__ == "__main__":
+    main()
