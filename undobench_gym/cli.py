@@ -81,8 +81,6 @@ def _run(args: argparse.Namespace) -> int:
         if m not in METHODS:
             extra = " (planned, not available yet)" if m in PLANNED else ""
             raise UndoBenchError(f"unknown method {m!r}{extra}; choose from {', '.join(METHODS)}")
-    if args.runtime != "process":
-        raise UndoBenchError("only --runtime process is available in this build")
     if args.executor != "local" or args.workers != 1:
         raise UndoBenchError("only --executor local --workers 1 is available in this build")
     scenarios = args.scenarios.split(",") if args.scenarios else None
@@ -135,6 +133,54 @@ def _report(args: argparse.Namespace) -> int:
     return 0
 
 
+def _images(args: argparse.Namespace) -> int:
+    from .runtime.images import build
+
+    result = build(
+        base=args.base,
+        offline=args.offline,
+        force=args.force,
+        log=lambda m: print(m, file=sys.stderr),
+    )
+    print(f"{result.tag} ({'built' if result.built else 'up to date'}; base {result.base})")
+    return 0
+
+
+def _gc(args: argparse.Namespace) -> int:
+    from .runtime.docker import gc
+
+    counts = gc()
+    print(", ".join(f"removed {n} {kind}" for kind, n in counts.items()))
+    return 0
+
+
+def _doctor_docker() -> bool:
+    """Report what the docker runtime lacks, and how to fix it."""
+    import importlib.util
+    import shutil
+
+    if importlib.util.find_spec("docker") is None:
+        print("missing docker runtime: the docker SDK (pip install 'undobench-gym[docker]')")
+        return False
+    from .runtime.images import IMAGE_REPO, docker_client
+
+    try:
+        client = docker_client()
+    except UndoBenchError as exc:
+        hint = "" if shutil.which("dockerd") else " (no dockerd: apt-get install docker.io)"
+        print(f"missing docker runtime: {exc}{hint}")
+        return False
+    print(f"ok      docker engine {client.version().get('Version')}")
+    if not client.images.list(name=f"{IMAGE_REPO}:latest"):
+        print(
+            f"missing {IMAGE_REPO}:latest: run `undobench images build` "
+            "(add --offline where no registry is reachable)"
+        )
+        return False
+    print(f"ok      image {IMAGE_REPO}:latest")
+    return True
+
+
 def _doctor(args: argparse.Namespace) -> int:
     import importlib
 
@@ -163,6 +209,9 @@ def _doctor(args: argparse.Namespace) -> int:
         except UndoBenchError as exc:
             ok = False
             print(f"BROKEN  process runtime: {exc}")
+    docker_ok = _doctor_docker()
+    if args.require_docker:
+        ok = ok and docker_ok
     return 0 if ok else 1
 
 
@@ -199,8 +248,26 @@ def build_parser() -> argparse.ArgumentParser:
     rep.add_argument("--json", action="store_true", help="print the summary as JSON")
     rep.set_defaults(func=_report)
 
-    d = sub.add_parser("doctor", help="check dependencies and start one stack")
+    d = sub.add_parser("doctor", help="check dependencies, start one stack, report docker")
+    d.add_argument(
+        "--require-docker", action="store_true", help="fail when the docker runtime is not ready"
+    )
     d.set_defaults(func=_doctor)
+
+    img = sub.add_parser("images", help="container images for the docker runtime")
+    img_sub = img.add_subparsers(dest="images_command", required=True)
+    b = img_sub.add_parser("build", help="build the stack image (content-hashed tag)")
+    b.add_argument("--base", help="base image to use (pulled if missing), e.g. python:3.11-slim")
+    b.add_argument(
+        "--offline",
+        action="store_true",
+        help="make the base with debootstrap + docker import (no registry needed)",
+    )
+    b.add_argument("--force", action="store_true", help="rebuild even when up to date")
+    b.set_defaults(func=_images)
+
+    g = sub.add_parser("gc", help="remove leftover containers, networks, volumes (by label)")
+    g.set_defaults(func=_gc)
     return p
 
 

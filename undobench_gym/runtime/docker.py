@@ -221,13 +221,6 @@ class DockerRuntime(Runtime):
         self._service.reload()
         return int(self._service.attrs.get("RestartCount", 0))
 
-    @property
-    def service_exits(self) -> list[int]:
-        if self._service is None:
-            return []
-        self._service.reload()
-        return [int(self._service.attrs["State"].get("ExitCode", 0))]
-
     def close(self) -> None:
         if self._closed:
             return

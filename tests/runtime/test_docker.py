@@ -1,0 +1,98 @@
+"""The docker runtime: isolation, crash restart with state on disk, nothing left behind."""
+
+from __future__ import annotations
+
+import shutil
+import subprocess
+from typing import Any
+
+import pytest
+
+pytestmark = pytest.mark.docker
+
+
+def _project_objects(client: Any, stack: str | None = None) -> dict[str, list[Any]]:
+    label = "io.undobench.project=undobench-gym"
+    filters = {"label": [label] + ([f"io.undobench.stack={stack}"] if stack else [])}
+    return {
+        "containers": client.containers.list(all=True, filters=filters),
+        "networks": client.networks.list(filters=filters),
+        "volumes": client.volumes.list(filters=filters),
+    }
+
+
+@pytest.fixture()
+def stack() -> Any:
+    from undobench_gym.runtime.docker import DockerRuntime
+
+    rt = DockerRuntime("payments")
+    rt.start()
+    yield rt
+    rt.close()
+
+
+def test_only_the_proxy_is_reachable_and_services_cannot_leave_the_stack(stack: Any) -> None:
+    service, proxy = stack._service, stack._proxy
+    service.reload()
+    proxy.reload()
+    # The service publishes nothing; the proxy publishes on 127.0.0.1 only.
+    assert not any(service.ports.values())
+    bindings = [b for v in proxy.ports.values() if v for b in v]
+    assert bindings and {b["HostIp"] for b in bindings} == {"127.0.0.1"}
+    # The service sits on one network, and that network is internal: no route out.
+    nets = service.attrs["NetworkSettings"]["Networks"]
+    assert len(nets) == 1
+    (net_name,) = nets
+    assert stack.client.networks.get(net_name).attrs["Internal"] is True
+    # Checked without sending traffic anywhere outside the stack: the engine drops
+    # everything that would leave the internal bridge (its isolation rules) ...
+    network = stack.client.networks.get(net_name)
+    bridge = "br-" + network.id[:12]
+    subnet = network.attrs["IPAM"]["Config"][0]["Subnet"]
+    if shutil.which("iptables"):
+        rules = subprocess.run(["iptables", "-S"], capture_output=True, text=True).stdout
+        drops = [r for r in rules.splitlines() if bridge in r and r.endswith("-j DROP")]
+        assert any(f"! -d {subnet}" in r and f"-i {bridge}" in r for r in drops), drops
+    # ... and the host's published ports are on the host's loopback, which is not the
+    # service's: from inside, that port is closed (the probe stays in its own namespace).
+    agent_port = stack.endpoints.agent_url.rsplit(":", 1)[1]
+    probe = (
+        "import socket,sys; s=socket.socket(); s.settimeout(2); "
+        f"sys.exit(s.connect_ex(('127.0.0.1', {agent_port})) == 0)"
+    )
+    assert service.exec_run(["python3", "-c", probe]).exit_code == 0
+    # The proxy's agent route does not lead to the admin API.
+    import httpx
+
+    r = httpx.get(f"{stack.endpoints.agent_url}/admin/state")
+    assert r.status_code == 404
+
+
+def test_crash_point_restarts_the_container_with_its_state(play: Any, env_for: Any) -> None:
+    from undobench_gym.catalog import find_workflow
+
+    wf = find_workflow("pay-split-payout")
+    env = env_for("payments", "native", "docker")
+    before = env.runtime.restarts
+    ep = play(wf, "crash-mid-batch", runtime="docker")
+    assert env.runtime.restarts == before + 1
+    assert ep["fault_fired"] and any("processing with 1/3" in p for p in ep["verdict"]["partial"])
+    assert play(wf, None, runtime="docker")["success"]
+
+
+def test_close_and_gc_leave_nothing_behind() -> None:
+    from undobench_gym.runtime.docker import DockerRuntime, gc
+
+    rt = DockerRuntime("payments")
+    rt.start()
+    sid = rt.stack_id
+    assert all(_project_objects(rt.client, sid).values())
+    rt.close()
+    rt.close()
+    assert not any(_project_objects(rt.client, sid).values())
+    leaked = DockerRuntime("database")
+    leaked.start()
+    leaked._finalizer.detach()  # simulate a process that died without closing
+    counts = gc()
+    assert counts["containers"] >= 2 and counts["networks"] >= 2 and counts["volumes"] >= 1
+    assert not any(_project_objects(leaked.client).values())
