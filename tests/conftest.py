@@ -7,10 +7,10 @@ from collections.abc import Iterator
 from typing import Any
 
 import pytest
-
-import undobench_gym  # noqa: F401 - registers the env ids
 from undobench_gym.agents.methods import wrap
 from undobench_gym.agents.scripted import ScriptedAgent
+
+import undobench_gym  # noqa: F401 - registers the env ids
 from undobench_gym.env import UndoBenchEnv
 from undobench_gym.pairing import run_episode
 

@@ -22,15 +22,24 @@ def episode(
     success: bool = True,
     *,
     error: str | None = None,
-    fault_fired: bool | None = None,
-    **effects: int,
+    fault_fired: bool | None = True,
+    transcript: list[dict[str, Any]] | None = None,
+    **effects: int | None,
 ) -> dict[str, Any]:
+    """An episode; `fault_fired` defaults to True (it is read on fault episodes only) and
+    the transcript to empty (no call, so no unobserved outcome)."""
     unknown = set(effects) - set(EFFECT_KEYS)
     assert not unknown, unknown
     fx = {"physical": 1, "committed": 1, "semantic": 1}
     fx.update({k: 0 for k in EFFECT_KEYS if k not in fx})
     fx.update(effects)
-    return {"success": success, "error": error, "fault_fired": fault_fired, "effects": fx}
+    return {
+        "success": success,
+        "error": error,
+        "fault_fired": fault_fired,
+        "effects": fx,
+        "transcript": [] if transcript is None else transcript,
+    }
 
 
 def trial(

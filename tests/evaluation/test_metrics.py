@@ -29,8 +29,11 @@ RATES = (
     "eor_cond",
     "fired_rate",
     "abstention_rate",
+    "unknown_outcome_rate",
 )
-RATE_KEYS = {"value", "num", "den", "wilson", "bootstrap"}
+CONTRACT_KEYS = {"value", "num", "den", "wilson", "bootstrap"}
+# Added next to the contract's keys (the contract allows additions).
+RATE_KEYS = CONTRACT_KEYS | {"bca", "empty_resamples", "unsupported", "reason"}
 
 
 def _mixed() -> list[dict]:
@@ -63,7 +66,8 @@ def test_every_rate_has_exactly_the_contract_keys() -> None:
         assert isinstance(r["num"], int) and isinstance(r["den"], int)
         if r["den"]:
             assert r["value"] == pytest.approx(r["num"] / r["den"])
-            assert len(r["wilson"]) == 2 and len(r["bootstrap"]) == 2
+            assert len(r["wilson"]) == 2 and len(r["bootstrap"]) == 2 and len(r["bca"]) == 2
+            assert r["empty_resamples"] == 0 and r["unsupported"] == 0 and r["reason"] is None
 
 
 def test_crsr_is_null_not_zero_when_no_control_succeeds() -> None:
@@ -72,7 +76,17 @@ def test_crsr_is_null_not_zero_when_no_control_succeeds() -> None:
     assert m["D"] == 0
     for name in ("crsr", "eor_cond"):
         r = m[name]
-        assert r == {"value": None, "num": 0, "den": 0, "wilson": None, "bootstrap": None}
+        assert r == {
+            "value": None,
+            "num": 0,
+            "den": 0,
+            "wilson": None,
+            "bootstrap": None,
+            "bca": None,
+            "empty_resamples": None,
+            "unsupported": 0,
+            "reason": "empty denominator",
+        }
     # rsr is still defined over N.
     assert m["rsr"]["value"] == pytest.approx(1.0)
 
@@ -84,6 +98,7 @@ def test_no_pairs_gives_null_rates() -> None:
         assert m[name]["value"] is None
         assert m[name]["den"] == 0
         assert m[name]["wilson"] is None and m[name]["bootstrap"] is None
+        assert m[name]["bca"] is None
 
 
 # --- effect-based rates --------------------------------------------------------------------
@@ -154,7 +169,9 @@ def test_property_urr_at_least_der_and_rate_invariants(pairs: list[dict]) -> Non
         r = m[name]
         assert set(r) == RATE_KEYS
         assert 0 <= r["num"] <= r["den"]
-        if r["den"] == 0:
+        if r["unsupported"]:
+            assert name == "fired_rate" and r["value"] is None and r["bootstrap"] is None
+        elif r["den"] == 0:
             assert r["value"] is None and r["wilson"] is None and r["bootstrap"] is None
         else:
             assert 0.0 <= r["value"] <= 1.0
@@ -200,11 +217,20 @@ def test_fired_rate() -> None:
         trial(True, episode(True, fault_fired=True)),
         trial(True, episode(True, fault_fired=True)),
         trial(True, episode(True, fault_fired=False)),
-        trial(True, episode(True, fault_fired=None)),
+        trial(True, episode(True, fault_fired=False)),
     ]
     r = metrics(pairs)["fired_rate"]
     assert (r["num"], r["den"]) == (2, 4)
     assert r["value"] == pytest.approx(0.5)
+
+
+def test_fired_rate_is_null_when_not_recorded() -> None:
+    # fault_fired null on a fault episode means "unknown" (imported rows), not "did not fire".
+    pairs = [trial(True, episode(True, fault_fired=True)), trial(True, episode(True, fault_fired=None))]
+    r = metrics(pairs)["fired_rate"]
+    assert r["value"] is None and r["wilson"] is None and r["bootstrap"] is None
+    assert r["unsupported"] == 1 and "fault_fired" in r["reason"]
+    assert (r["num"], r["den"]) == (1, 1)  # what the supported pairs say
 
 
 def test_abstention_rate_is_a_safe_give_up() -> None:

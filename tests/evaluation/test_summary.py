@@ -9,7 +9,8 @@ from undobench_gym.evaluation.summary import contrasts, summarize, tost
 
 from .factories import episode, method_arm, trial
 
-CONTRAST_KEYS = {"metric", "a", "b", "diff", "ci", "p", "p_holm"}
+CONTRACT_KEYS = {"metric", "a", "b", "diff", "ci", "p", "p_holm"}
+CONTRAST_KEYS = CONTRACT_KEYS | {"ci_bca", "clusters", "p_mcnemar", "mcnemar"}
 
 # 8 workflows x 5 seeds = 40 pairs per method.
 HIGH = [5, 5, 5, 5, 4, 4, 4, 4]  # 36/40 = 0.9
@@ -34,7 +35,7 @@ def _varied_pairs() -> list[dict]:
 def test_summary_shape() -> None:
     pairs = _varied_pairs()
     s = summarize(pairs)
-    assert set(s) == {"overall", "by", "contrasts", "tost"}
+    assert set(s) == {"overall", "by", "contrasts", "tost", "pass_k"}
     assert set(s["by"]) == {"method", "model", "framework", "task", "boundary", "domain"}
     assert set(s["by"]["method"]) == {"B0", "bare"}
     assert set(s["by"]["model"]) == {"m1", "m2"}
@@ -138,9 +139,16 @@ def test_contrast_ci_is_not_degenerate_for_a_single_workflow() -> None:
     pairs = method_arm("A", [20], 40) + method_arm("B", [10], 40)
     c = _contrast(contrasts(pairs), "rsr", "A", "B")
     assert c["diff"] == pytest.approx(0.25)
-    assert 0.02 < c["p"] < 0.05  # only moderately significant...
+    # One task: the matched (scenario, seed) units are the clusters. Seeds 10-19 succeed
+    # under A only and no seed under B only: 10 discordant units, all one way, so the
+    # paired tests agree on p = 2 / 2**10 (exact sign flips; exact McNemar).
+    assert c["clusters"] == 40
+    assert c["p"] == pytest.approx(2 / 2**10, abs=1e-6)
+    assert c["p_mcnemar"] == pytest.approx(2 / 2**10, abs=1e-6)
+    assert c["mcnemar"] == {"matched": 40, "a_only": 10, "b_only": 0, "exact": True}
     lo, hi = c["ci"]
-    assert hi - lo > 0.1  # ...so a 95% interval cannot have zero width
+    assert hi - lo > 0.1  # a 95% interval over 40 units cannot have zero width
+    assert lo <= c["diff"] <= hi
 
 
 def test_tost_equivalent_for_equal_control_rates() -> None:
