@@ -5,12 +5,12 @@ BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed
 OUT ?= runs/quickstart
 
-.PHONY: setup run test lint typecheck bench clean
+.PHONY: setup run test images lint typecheck bench clean
 
 $(STAMP): pyproject.toml
 	$(PY) -m venv $(VENV)
 	$(BIN)/pip install --quiet --upgrade pip
-	$(BIN)/pip install --quiet -e '.[dev]'
+	$(BIN)/pip install --quiet -e '.[dev,docker]'
 	touch $(STAMP)
 
 setup: $(STAMP)
@@ -21,7 +21,10 @@ run: $(STAMP)
 		--method bare,B0,B2 --seeds 1-3 --out $(OUT)
 
 test: $(STAMP)
-	$(BIN)/python -m pytest -m "not docker and not gpu" -q
+	$(BIN)/python -m pytest -m "not gpu" -q
+
+images: $(STAMP)
+	$(BIN)/undobench images build --offline
 
 lint: $(STAMP)
 	$(BIN)/ruff check .

@@ -146,6 +146,13 @@ def _images(args: argparse.Namespace) -> int:
     return 0
 
 
+def _compose(args: argparse.Namespace) -> int:
+    from .runtime.compose import render
+
+    sys.stdout.write(render())
+    return 0
+
+
 def _gc(args: argparse.Namespace) -> int:
     from .runtime.docker import gc
 
@@ -266,8 +273,15 @@ def build_parser() -> argparse.ArgumentParser:
     b.add_argument("--force", action="store_true", help="rebuild even when up to date")
     b.set_defaults(func=_images)
 
+    c = img_sub.add_parser("compose", help="print docker-compose.yml for all domain stacks")
+    c.set_defaults(func=_compose)
+
     g = sub.add_parser("gc", help="remove leftover containers, networks, volumes (by label)")
     g.set_defaults(func=_gc)
+
+    from .evaluation.commands import register
+
+    register(sub)
     return p
 
 

@@ -19,7 +19,7 @@ from pathlib import Path
 import uvicorn
 
 from .. import DOMAIN_MODULES
-from .app import create_apps
+from .app import create_apps, reset_state
 from .context import DomainService, ServiceContext
 
 
@@ -29,6 +29,15 @@ def load_domain(name: str) -> DomainService:
     module = importlib.import_module(DOMAIN_MODULES[name] + ".service")
     domain: DomainService = module.DOMAIN
     return domain
+
+
+def _seeded(ctx: ServiceContext) -> bool:
+    from sqlalchemy.orm import Session
+
+    from .db import Meta
+
+    with Session(ctx.engine) as s:
+        return s.get(Meta, "seed") is not None
 
 
 def _bind(host: str, port: int) -> socket.socket:
@@ -45,6 +54,8 @@ def _bind(host: str, port: int) -> socket.socket:
 async def _serve(args: argparse.Namespace) -> None:
     domain = load_domain(args.domain)
     ctx = ServiceContext.open(domain, Path(args.data_dir))
+    if args.seed is not None and not _seeded(ctx):
+        reset_state(ctx, args.seed)  # a local spin (docker compose) starts with data
     public, admin = create_apps(domain, ctx)
     public_sock = _bind(args.host, args.port)
     admin_sock = _bind(args.host, args.admin_port)
@@ -70,6 +81,12 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--host", default="127.0.0.1")
     parser.add_argument("--port", type=int, default=0)
     parser.add_argument("--admin-port", type=int, default=0)
+    parser.add_argument(
+        "--seed",
+        type=int,
+        default=None,
+        help="seed the state on first start (kept across restarts)",
+    )
     args = parser.parse_args(argv)
     try:
         asyncio.run(_serve(args))

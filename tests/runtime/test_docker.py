@@ -96,3 +96,15 @@ def test_close_and_gc_leave_nothing_behind() -> None:
     counts = gc()
     assert counts["containers"] >= 2 and counts["networks"] >= 2 and counts["volumes"] >= 1
     assert not any(_project_objects(leaked.client).values())
+
+
+def test_compose_file_is_generated_and_current() -> None:
+    from pathlib import Path
+
+    from undobench_gym.runtime.compose import render
+
+    compose = Path(__file__).resolve().parents[2] / "docker-compose.yml"
+    assert compose.read_text() == render(), "run: undobench images compose > docker-compose.yml"
+    assert "0.0.0.0:" not in "".join(
+        line for line in compose.read_text().splitlines() if line.strip().startswith('- "')
+    )
