@@ -1,0 +1,1 @@
+"""Cloud: services, blue/green deployments, traffic weights and a discovery catalog."""

@@ -1,0 +1,256 @@
+"""Cloud release workflows: a green canary and a blue/green cutover."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from undobench_gym.seeding import rng_for
+from undobench_gym.specs import (
+    Boundary,
+    EffectExpectation,
+    FaultScenario,
+    FaultTarget,
+    GoldStep,
+    VisibleError,
+    WorkflowSpec,
+)
+
+from .fixture import active
+from .workflow_kit import (
+    GREEN,
+    base_params,
+    count,
+    field,
+    next_image,
+    pick_service,
+    revision,
+    weight,
+)
+
+B = Boundary
+T = FaultTarget
+E = EffectExpectation
+
+
+def _canary_params(seed: int, fx: dict[str, Any]) -> dict[str, Any]:
+    rng = rng_for("cloud-canary-release", seed)
+    svc = pick_service(fx, rng)
+    params = base_params(seed, fx, svc)
+    green = rng.choice([5, 10, 20, 25])
+    params.update(
+        image=next_image(params["blue_image"], svc["name"], 1, rng.randint(0, 3)),
+        replicas=rng.randint(1, 3),
+        green_weight=green,
+        blue_weight=100 - green,
+    )
+    return params
+
+
+CANARY = WorkflowSpec(
+    id="cloud-canary-release",
+    domain="cloud",
+    split="dev",
+    kind="multi_effect",
+    instruction=(
+        "The {team} team wants a canary of {service_name} ({service_id}) release {image}. "
+        "Deploy that image into the green slot with {replicas} replicas, register the new "
+        "green deployment in the discovery catalog, then send {green_weight}% of the traffic "
+        "to green and {blue_weight}% to blue. The release must be deployed exactly once."
+    ),
+    tools=[
+        "get_service",
+        "list_deployments",
+        "list_endpoints",
+        "create_deployment",
+        "register_endpoint",
+        "set_traffic",
+    ],
+    required_effects=[
+        E(
+            op="deployment.create",
+            identity={
+                "service_id": "{service_id}",
+                "colour": "green",
+                "image": "{image}",
+                "replicas": "{replicas}",
+            },
+        ),
+        E(
+            op="endpoint.register",
+            identity={"service_id": "{service_id}", "deployment_id": "{green_id}"},
+        ),
+        E(
+            op="traffic.set",
+            identity={
+                "service_id": "{service_id}",
+                "blue": "{blue_weight}",
+                "green": "{green_weight}",
+            },
+        ),
+    ],
+    invariants=[
+        field("green runs the release", "cl_deployments", GREEN, "image", "{image}"),
+        field(
+            "green has the replicas asked for", "cl_deployments", GREEN, "replicas", "{replicas}"
+        ),
+        count(
+            "the release was deployed once",
+            "cl_deployments",
+            {"service_id": "{service_id}", "image": "{image}"},
+        ),
+        revision("{revision_after}"),
+        count("green is in the catalog", "cl_endpoints", {"deployment_id": "{green_id}"}),
+        weight("green", "{green_weight}"),
+        weight("blue", "{blue_weight}"),
+    ],
+    gold_plan=[
+        GoldStep(tool="get_service", arguments={"service_id": "{service_id}"}),
+        GoldStep(
+            tool="create_deployment",
+            arguments={
+                "service_id": "{service_id}",
+                "colour": "green",
+                "image": "{image}",
+                "replicas": "{replicas}",
+            },
+        ),
+        GoldStep(
+            tool="register_endpoint",
+            arguments={"service_id": "{service_id}", "deployment_id": "@1.id"},
+        ),
+        GoldStep(
+            tool="set_traffic",
+            arguments={
+                "service_id": "{service_id}",
+                "blue": "{blue_weight}",
+                "green": "{green_weight}",
+            },
+        ),
+    ],
+    scenarios=[
+        FaultScenario(
+            id="deploy-lost-ack",
+            boundary=B.POST_MUTATION_PRE_ACK,
+            target=T(tool="create_deployment"),
+        ),
+        FaultScenario(
+            id="ambiguous",
+            boundary=B.POST_MUTATION_PRE_ACK,
+            target=T(tool="create_deployment"),
+            ambiguous=True,
+        ),
+        FaultScenario(
+            id="register-pre-503",
+            boundary=B.PRE_MUTATION,
+            target=T(tool="register_endpoint"),
+            visible_error=VisibleError.HTTP_503,
+        ),
+    ],
+    draw_params=_canary_params,
+)
+
+
+def _cutover_params(seed: int, fx: dict[str, Any]) -> dict[str, Any]:
+    rng = rng_for("cloud-blue-green-cutover", seed)
+    svc = pick_service(fx, rng)
+    params = base_params(seed, fx, svc)
+    blue = active(fx, svc["id"], "blue")
+    assert blue is not None
+    params.update(
+        change_id=f"CHG-{rng.randint(10000, 99999)}",
+        image=next_image(params["blue_image"], svc["name"], 1, rng.randint(0, 5)),
+        replicas=blue["replicas"],
+    )
+    return params
+
+
+CUTOVER = WorkflowSpec(
+    id="cloud-blue-green-cutover",
+    domain="cloud",
+    split="test",
+    kind="composite",
+    instruction=(
+        "Change {change_id}: promote {service_name} ({service_id}) to {image} with a "
+        "blue/green cutover. The new release goes to the green slot with {replicas} "
+        "replicas, must be healthy and registered in the discovery catalog, and then take "
+        "100% of the traffic; blue stays deployed as the way back. Release it exactly once."
+    ),
+    tools=[
+        "get_service",
+        "list_deployments",
+        "list_endpoints",
+        "list_cutovers",
+        "get_cutover",
+        "start_cutover",
+        "resume_cutover",
+    ],
+    required_effects=[
+        E(
+            op="cutover.start",
+            identity={
+                "service_id": "{service_id}",
+                "change_id": "{change_id}",
+                "image": "{image}",
+                "replicas": "{replicas}",
+            },
+        ),
+        E(
+            op="deployment.create",
+            identity={
+                "service_id": "{service_id}",
+                "colour": "green",
+                "image": "{image}",
+                "replicas": "{replicas}",
+            },
+        ),
+        E(
+            op="endpoint.register",
+            identity={"service_id": "{service_id}", "deployment_id": "{green_id}"},
+        ),
+        E(op="traffic.set", identity={"service_id": "{service_id}", "blue": 0, "green": 100}),
+    ],
+    invariants=[
+        count(
+            "the cutover completed",
+            "cl_cutovers",
+            {"change_id": "{change_id}", "status": "completed"},
+        ),
+        field("green runs the release", "cl_deployments", GREEN, "image", "{image}"),
+        field("green is healthy", "cl_deployments", GREEN, "health", "healthy"),
+        revision("{revision_after}"),
+        count("green is in the catalog", "cl_endpoints", {"deployment_id": "{green_id}"}),
+        weight("green", 100),
+        weight("blue", 0),
+        field("blue stays deployed", "cl_deployments", {"id": "{blue_id}"}, "status", "active"),
+    ],
+    gold_plan=[
+        GoldStep(tool="get_service", arguments={"service_id": "{service_id}"}),
+        GoldStep(
+            tool="start_cutover",
+            arguments={
+                "service_id": "{service_id}",
+                "change_id": "{change_id}",
+                "image": "{image}",
+                "replicas": "{replicas}",
+            },
+        ),
+    ],
+    scenarios=[
+        FaultScenario(
+            id="crash-after-green-deployed",
+            boundary=B.DURING_MUTATION,
+            target=T(tool="start_cutover"),
+            crash_point="cloud.after_green_deployed",
+        ),
+        FaultScenario(
+            id="crash-after-catalog",
+            boundary=B.DURING_MUTATION,
+            target=T(tool="start_cutover"),
+            crash_point="cloud.after_endpoint_registered",
+        ),
+        FaultScenario(
+            id="lost-ack", boundary=B.POST_MUTATION_PRE_ACK, target=T(tool="start_cutover")
+        ),
+    ],
+    draw_params=_cutover_params,
+)

@@ -1,0 +1,326 @@
+"""Composite rollouts: the blue/green cutover (four transactions) and the rollback.
+
+A cutover deploys the new release into the idle colour, waits for it to be healthy,
+registers it in the discovery catalog and switches all traffic to it, each step in its own
+transaction. Named crash points sit between the steps, so a DURING_MUTATION fault leaves a
+real half-done cutover behind (a new deployment that never got the traffic switch);
+`resume_cutover` finishes it from the step it reached.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from fastapi import APIRouter, Query, Request
+from fastapi.responses import JSONResponse
+from pydantic import BaseModel, Field
+from sqlalchemy import select
+from sqlalchemy.exc import IntegrityError
+from sqlalchemy.orm import Session
+
+from .._service.context import ServiceContext, get_ctx, maybe_crash, new_id, now
+from .._service.mutation import (
+    READ_ONLY,
+    claim_key,
+    complete_key,
+    effect_meta,
+    error,
+    honoured_key,
+    record_commit,
+    release_key,
+    run_mutation,
+)
+from .common import (
+    COLOUR_PATTERN,
+    IMAGE_PATTERN,
+    MAX_REPLICAS,
+    Ctx,
+    PathId,
+    active_deployment,
+    deploy_revision,
+    event,
+    get_or_404,
+    register,
+    require_no_cutover,
+    require_no_traffic,
+    row,
+    set_weights,
+    weights,
+)
+from .models import Cutover, Deployment, Endpoint, Service
+
+router = APIRouter(prefix="/v1")
+CHANGE_PATTERN = r"^[A-Za-z0-9][A-Za-z0-9_.-]{0,63}$"
+#: What a cutover still lacks after each step, for partial_state.
+LACKING = {
+    "deployed": "is deployed but not yet healthy, not in the discovery catalog, and takes no "
+    "traffic",
+    "healthy": "is healthy but not in the discovery catalog and takes no traffic",
+    "registered": "is registered in the discovery catalog but takes no traffic (the traffic "
+    "switch is missing)",
+}
+
+
+def cutover_view(s: Session, c: Cutover) -> dict[str, Any]:
+    dep = s.get(Deployment, c.deployment_id)
+    return {
+        **row(c),
+        "deployment": row(dep) if dep else None,
+        "traffic": weights(s, c.service_id),
+    }
+
+
+# ---- read-only routes --------------------------------------------------------------
+
+
+@router.get("/cutovers", operation_id="list_cutovers", openapi_extra=READ_ONLY)
+def list_cutovers(
+    ctx: Ctx,
+    service_id: str | None = Query(None, max_length=64),
+    change_id: str | None = Query(None, max_length=64),
+) -> list[dict[str, Any]]:
+    """List blue/green cutovers with their status and last completed step, optionally for
+    one service or change id."""
+    with Session(ctx.engine) as s:
+        q = select(Cutover).order_by(Cutover.created, Cutover.id)
+        if service_id:
+            q = q.where(Cutover.service_id == service_id)
+        if change_id:
+            q = q.where(Cutover.change_id == change_id)
+        return [cutover_view(s, c) for c in s.scalars(q)]
+
+
+@router.get("/cutovers/{cutover_id}", operation_id="get_cutover", openapi_extra=READ_ONLY)
+def get_cutover(ctx: Ctx, cutover_id: PathId) -> dict[str, Any]:
+    """Retrieve one cutover with its deployment and the service's traffic weights."""
+    with Session(ctx.engine) as s:
+        return cutover_view(s, get_or_404(s, Cutover, cutover_id, "cutover"))
+
+
+# ---- the cutover -------------------------------------------------------------------
+
+
+class CutoverIn(BaseModel):
+    change_id: str = Field(max_length=64, pattern=CHANGE_PATTERN)
+    image: str = Field(max_length=200, pattern=IMAGE_PATTERN)
+    replicas: int = Field(strict=True, ge=1, le=MAX_REPLICAS)
+
+
+def _idle_colour(s: Session, svc: Service) -> str:
+    w = weights(s, svc.id)
+    idle = [c for c, weight in w.items() if weight == 0]
+    if len(idle) != 1:
+        raise error(
+            409,
+            "traffic_split",
+            f"{svc.name} splits its traffic {w}; a cutover needs one colour taking all of "
+            "it and the other idle",
+        )
+    return idle[0]
+
+
+def _start(s: Session, service_id: str, body: CutoverIn, key: str | None) -> str:
+    svc: Service = get_or_404(s, Service, service_id, "service")
+    found = s.scalar(select(Cutover).where(Cutover.change_id == body.change_id))
+    if found is not None:
+        raise error(
+            409,
+            "resource_exists",
+            f"Cutover {body.change_id} already exists ({found.id}, {found.status} after step "
+            f"'{found.step}'); if it is in_progress, finish it with resume_cutover instead of "
+            "starting it again",
+        )
+    require_no_cutover(s, service_id)
+    colour = _idle_colour(s, svc)
+    dep = deploy_revision(s, svc, colour, body.image, body.replicas, health="starting")
+    c = Cutover(
+        id=new_id(s, "cut"),
+        service_id=service_id,
+        change_id=body.change_id,
+        colour=colour,
+        image=body.image,
+        replicas=body.replicas,
+        deployment_id=dep.id,
+        status="in_progress",
+        step="deployed",
+        created=now(s),
+    )
+    s.add(c)
+    event(s, "cutover.start", service_id, dep.id, change_id=body.change_id, colour=colour)
+    identity = {"service_id": service_id, **body.model_dump()}
+    record_commit(
+        s,
+        op="cutover.start",
+        effect_class="create_unique",
+        identity=identity,
+        args=identity,
+        key=key,
+    )
+    try:
+        s.flush()
+    except IntegrityError as exc:  # a concurrent start won the unique change id
+        raise error(409, "resource_exists", f"Cutover {body.change_id} already exists") from exc
+    return c.id
+
+
+def _step(ctx: ServiceContext, cutover_id: str, expected: str) -> bool:
+    """Run the step that follows `expected`, in its own transaction, if it is still due."""
+    with Session(ctx.engine) as s, s.begin():
+        c: Cutover = get_or_404(s, Cutover, cutover_id, "cutover")
+        if c.step != expected:
+            return False
+        svc: Service = get_or_404(s, Service, c.service_id, "service")
+        dep: Deployment = get_or_404(s, Deployment, c.deployment_id, "deployment")
+        if dep.status != "active":
+            raise error(409, "deployment_superseded", f"Deployment {dep.id} was superseded")
+        if expected == "deployed":
+            dep.health = "healthy"
+            event(s, "deployment.healthy", svc.id, dep.id, checks="passed")
+            c.step = "healthy"
+        elif expected == "healthy":
+            registered = s.scalar(
+                select(Endpoint).where(
+                    Endpoint.service_id == svc.id, Endpoint.deployment_id == dep.id
+                )
+            )
+            if registered is None:
+                register(s, svc, dep)
+            c.step = "registered"
+        else:
+            other = "blue" if c.colour == "green" else "green"
+            set_weights(s, svc, {c.colour: 100, other: 0})
+            c.step, c.status, c.completed = "switched", "completed", now(s)
+            event(s, "cutover.complete", svc.id, dep.id, change_id=c.change_id)
+    return True
+
+
+def _advance(request: Request, ctx: ServiceContext, cutover_id: str) -> None:
+    maybe_crash(request, "cloud.after_green_deployed")
+    _step(ctx, cutover_id, "deployed")
+    _step(ctx, cutover_id, "healthy")
+    maybe_crash(request, "cloud.after_endpoint_registered")
+    _step(ctx, cutover_id, "registered")
+
+
+@router.post(
+    "/services/{service_id}/cutovers",
+    operation_id="start_cutover",
+    status_code=201,
+    openapi_extra=effect_meta(
+        "cutover.start",
+        "create_unique",
+        ["service_id", "change_id", "image", "replicas"],
+        "constraint",
+    ),
+)
+def start_cutover(request: Request, service_id: PathId, body: CutoverIn) -> JSONResponse:
+    """Blue/green cutover of a service to a new image: deploy it into the idle colour (the
+    one taking no traffic), wait until it is healthy, register it in the discovery catalog,
+    then switch all traffic to it. The steps run one after another; a cutover left
+    in_progress is finished with resume_cutover. The change id is unique: a repeat is
+    refused with 409."""
+    ctx = get_ctx(request)
+    payload = {"service_id": service_id, **body.model_dump()}
+    claim = claim_key(ctx, honoured_key(request, native=False), "start_cutover", payload)
+    if isinstance(claim, JSONResponse):
+        return claim
+    try:
+        with Session(ctx.engine) as s, s.begin():
+            cutover_id = _start(s, service_id, body, claim.key if claim else None)
+    except Exception:
+        release_key(ctx, claim)
+        raise
+    _advance(request, ctx, cutover_id)
+    with Session(ctx.engine) as s, s.begin():
+        view = cutover_view(s, get_or_404(s, Cutover, cutover_id, "cutover"))
+        complete_key(s, claim, 201, view)
+    return JSONResponse(status_code=201, content=view)
+
+
+@router.post(
+    "/cutovers/{cutover_id}/resume",
+    operation_id="resume_cutover",
+    openapi_extra=effect_meta("cutover.resume", "set", ["cutover_id"]),
+)
+def resume_cutover(request: Request, cutover_id: PathId) -> dict[str, Any]:
+    """Finish the steps an in_progress cutover still lacks (health check, catalog
+    registration, traffic switch); a completed cutover is returned as it is."""
+    ctx = get_ctx(request)
+    with Session(ctx.engine) as s:
+        get_or_404(s, Cutover, cutover_id, "cutover")
+    _advance(request, ctx, cutover_id)
+    with Session(ctx.engine) as s:
+        return cutover_view(s, get_or_404(s, Cutover, cutover_id, "cutover"))
+
+
+# ---- rollback ----------------------------------------------------------------------
+
+
+class RollbackIn(BaseModel):
+    colour: str = Field(pattern=COLOUR_PATTERN)
+
+
+@router.post(
+    "/services/{service_id}/rollbacks",
+    operation_id="rollback_deployment",
+    status_code=201,
+    openapi_extra=effect_meta(
+        "deployment.rollback", "additive", ["service_id", "colour"], compensation=True
+    ),
+)
+def rollback_deployment(request: Request, service_id: PathId, body: RollbackIn) -> JSONResponse:
+    """Roll one colour of a service back: redeploy the image of the slot's previous
+    revision as a new revision, superseding the current one. Like `rollout undo`, each
+    call goes back one revision from whatever is active now, so a second call rolls
+    forward again. The slot must take no traffic."""
+    identity = {"service_id": service_id, "colour": body.colour}
+
+    def apply(s: Session, key: str | None) -> tuple[int, Any]:
+        svc: Service = get_or_404(s, Service, service_id, "service")
+        require_no_cutover(s, service_id)
+        current = active_deployment(s, service_id, body.colour)
+        if current is None:
+            raise error(404, "resource_missing", f"{svc.name} has no active {body.colour} slot")
+        previous = s.scalar(
+            select(Deployment)
+            .where(
+                Deployment.service_id == service_id,
+                Deployment.colour == body.colour,
+                Deployment.revision < current.revision,
+            )
+            .order_by(Deployment.revision.desc())
+        )
+        if previous is None:
+            raise error(409, "no_history", f"{body.colour} has no earlier revision to go back to")
+        require_no_traffic(s, service_id, body.colour, "roll it back")
+        dep = deploy_revision(
+            s,
+            svc,
+            body.colour,
+            previous.image,
+            current.replicas,
+            key=key,
+            op="deployment.rollback",
+            compensation=True,
+        )
+        return 201, {"rolled_back": current.id, "restored_revision": previous.revision, **row(dep)}
+
+    return run_mutation(
+        request, route="rollback_deployment", native=False, payload=identity, apply=apply
+    )
+
+
+def partial_state(state: dict[str, Any]) -> list[str]:
+    """A cutover still in_progress is a half-applied composite."""
+    tables = state["tables"]
+    names = {v["id"]: v["name"] for v in tables["cl_services"]}
+    issues = []
+    for c in tables["cl_cutovers"]:
+        if c["status"] != "completed":
+            lacking = LACKING.get(c["step"], "is incomplete")
+            issues.append(
+                f"cutover {c['id']} ({c['change_id']}) of {names.get(c['service_id'])} is "
+                f"{c['status']} after step '{c['step']}': {c['colour']} deployment "
+                f"{c['deployment_id']} ({c['image']}) {lacking}"
+            )
+    return issues

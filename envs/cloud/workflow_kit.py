@@ -1,0 +1,55 @@
+"""Shared pieces of the cloud workflows: predicates on values and parameter draws."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from undobench_gym.specs import StatePredicate
+
+from .fixture import active, deployment_id, image_for
+
+P = StatePredicate
+SVC = {"id": "{service_id}"}
+GREEN = {"service_id": "{service_id}", "colour": "green", "status": "active"}
+
+
+def count(description: str, table: str, where: dict[str, Any], value: int = 1) -> P:
+    return P(description=description, table=table, where=where, op="count", value=value)
+
+
+def field(description: str, table: str, where: dict[str, Any], field: str, value: Any) -> P:
+    return P(description=description, table=table, where=where, field=field, value=value)
+
+
+def weight(colour: str, value: Any) -> P:
+    where = {"service_id": "{service_id}", "colour": colour}
+    return field(f"{colour} takes {value}% of the traffic", "cl_traffic", where, "weight", value)
+
+
+def revision(value: str) -> P:
+    return field("no extra revision was deployed", "cl_services", SVC, "latest_revision", value)
+
+
+def next_image(image: str, name: str, bump: int, patch: int) -> str:
+    major, minor, _ = (int(x) for x in image.rsplit(":", 1)[1].split("."))
+    return image_for(name, (major, minor + bump, patch))
+
+
+def pick_service(fx: dict[str, Any], rng: Any) -> dict[str, Any]:
+    """One of the services that are not mid-release (service 0 is)."""
+    svc: dict[str, Any] = rng.choice(fx["services"][1:])
+    return svc
+
+
+def base_params(seed: int, fx: dict[str, Any], svc: dict[str, Any]) -> dict[str, Any]:
+    blue = active(fx, svc["id"], "blue")
+    assert blue is not None
+    return {
+        "service_id": svc["id"],
+        "service_name": svc["name"],
+        "team": svc["team"],
+        "blue_id": blue["id"],
+        "blue_image": blue["image"],
+        "revision_after": svc["latest_revision"] + 1,
+        "green_id": deployment_id(seed, svc["id"], svc["latest_revision"] + 1),
+    }

@@ -1,0 +1,12 @@
+"""Cloud workflows: task, parameters from the seed, oracles, gold plan, fault scenarios.
+
+Every oracle is a value computed from the fixture (revision numbers, images, restart
+counts, weights), so a deploy, restart or rollback applied twice makes an invariant false.
+"""
+
+from __future__ import annotations
+
+from .ops_workflows import RESTART, ROLLBACK
+from .release_workflows import CANARY, CUTOVER
+
+WORKFLOWS = [CANARY, RESTART, ROLLBACK, CUTOVER]

@@ -1,0 +1,1 @@
+"""CRM: a Salesforce-like API (leads, accounts, contacts, opportunities, SLAs, sequences)."""

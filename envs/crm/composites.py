@@ -1,0 +1,194 @@
+"""Lead conversion: account + contact, then opportunity, in two transactions.
+
+A named crash point (`crm.after_account_created`) sits between them, so a DURING_MUTATION
+fault leaves a real half-converted lead behind: an account and a contact exist, the
+opportunity does not and the lead is still `converting`. resume_lead_conversion finishes it.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from fastapi import APIRouter, Request
+from fastapi.responses import JSONResponse
+from pydantic import BaseModel, Field
+from sqlalchemy import select
+from sqlalchemy.exc import IntegrityError
+from sqlalchemy.orm import Session
+
+from .._service.context import get_ctx, maybe_crash, new_id, now
+from .._service.mutation import (
+    claim_key,
+    complete_key,
+    effect_meta,
+    error,
+    honoured_key,
+    record_commit,
+    release_key,
+    run_mutation,
+)
+from .common import MAX_AMOUNT, PathId, get_or_404, lead_view
+from .models import Account, Contact, Lead, Opportunity
+
+router = APIRouter(prefix="/v1")
+CRASH_AFTER_ACCOUNT = "crm.after_account_created"
+
+
+class ConvertIn(BaseModel):
+    opportunity_name: str = Field(min_length=1, max_length=120)
+    amount: int = Field(strict=True, gt=0, le=MAX_AMOUNT)
+
+
+def _start(s: Session, lead_id: str, body: ConvertIn, key: str | None) -> None:
+    """Transaction 1: the account and the contact; the lead becomes `converting`."""
+    lead = get_or_404(s, Lead, lead_id, "lead")
+    if lead.status == "converting":
+        raise error(
+            409,
+            "conversion_in_progress",
+            f"Lead {lead_id} is already being converted (account {lead.converted_account_id} "
+            "exists, the opportunity does not yet): finish it with resume_lead_conversion "
+            "instead of converting it again",
+        )
+    if lead.status == "converted":
+        raise error(
+            409,
+            "resource_exists",
+            f"Lead {lead_id} is already converted (account {lead.converted_account_id}, "
+            f"opportunity {lead.converted_opportunity_id}); read it with get_lead",
+        )
+    if s.scalar(select(Contact).where(Contact.email == lead.email)) is not None:
+        raise error(409, "resource_exists", f"A contact with email {lead.email} already exists")
+    created = now(s)
+    acct = Account(
+        id=new_id(s, "acc"),
+        name=lead.company,
+        tier="standard",
+        source_lead_id=lead_id,
+        created=created,
+    )
+    contact = Contact(
+        id=new_id(s, "con"), account_id=acct.id, name=lead.name, email=lead.email, created=created
+    )
+    s.add(acct)
+    s.flush()
+    s.add(contact)
+    lead.status = "converting"
+    lead.converted_account_id = acct.id
+    lead.converted_contact_id = contact.id
+    lead.pending = body.model_dump()
+    args = {"lead_id": lead_id, **body.model_dump()}
+    record_commit(
+        s,
+        op="lead.convert",
+        effect_class="create_unique",
+        identity={"lead_id": lead_id},
+        args={**args, "account_id": acct.id, "contact_id": contact.id},
+        key=key,
+    )
+    try:
+        s.flush()
+    except IntegrityError as exc:  # a concurrent conversion won the unique constraints
+        raise error(409, "resource_exists", f"Lead {lead_id} is already converted") from exc
+
+
+def finish_conversion(s: Session, lead_id: str, key: str | None = None) -> bool:
+    """Transaction 2: the opportunity, and the lead marked converted. False if nothing to do."""
+    lead = get_or_404(s, Lead, lead_id, "lead")
+    if lead.status != "converting":
+        return False
+    pending: dict[str, Any] = dict(lead.pending or {})
+    opp = Opportunity(
+        id=new_id(s, "opp"),
+        account_id=lead.converted_account_id,
+        name=pending["opportunity_name"],
+        stage="qualification",
+        amount=pending["amount"],
+        source_lead_id=lead_id,
+        created=now(s),
+        updated=now(s),
+    )
+    s.add(opp)
+    lead.status = "converted"
+    lead.converted_opportunity_id = opp.id
+    lead.pending = None
+    identity = {
+        "lead_id": lead_id,
+        "name": pending["opportunity_name"],
+        "amount": pending["amount"],
+    }
+    record_commit(
+        s,
+        op="lead.opportunity",
+        effect_class="create_unique",
+        identity=identity,
+        args={**identity, "opportunity_id": opp.id, "account_id": opp.account_id},
+        key=key,
+    )
+    s.flush()
+    return True
+
+
+@router.post(
+    "/leads/{lead_id}/convert",
+    operation_id="convert_lead",
+    status_code=201,
+    openapi_extra=effect_meta("lead.convert", "create_unique", ["lead_id"], "constraint"),
+)
+def convert_lead(request: Request, lead_id: PathId, body: ConvertIn) -> JSONResponse:
+    """Convert an open lead: create an account (tier standard) named after the lead's
+    company, a contact for the lead, and an opportunity (stage qualification) with the
+    given name and amount in cents. A lead converts once: a repeat is refused with 409. A
+    lead left `converting` is finished with resume_lead_conversion."""
+    ctx = get_ctx(request)
+    payload = {"lead_id": lead_id, **body.model_dump()}
+    claim = claim_key(ctx, honoured_key(request, native=False), "convert_lead", payload)
+    if isinstance(claim, JSONResponse):
+        return claim
+    try:
+        with Session(ctx.engine) as s, s.begin():
+            _start(s, lead_id, body, claim.key if claim else None)
+    except Exception:
+        release_key(ctx, claim)
+        raise
+    maybe_crash(request, CRASH_AFTER_ACCOUNT)
+    try:
+        with Session(ctx.engine) as s, s.begin():
+            finish_conversion(s, lead_id)
+    except IntegrityError:
+        pass  # a concurrent resume created the opportunity first
+    with Session(ctx.engine) as s, s.begin():
+        view = lead_view(s, get_or_404(s, Lead, lead_id, "lead"))
+        complete_key(s, claim, 201, view)
+    return JSONResponse(status_code=201, content=view)
+
+
+@router.post(
+    "/leads/{lead_id}/resume-conversion",
+    operation_id="resume_lead_conversion",
+    openapi_extra=effect_meta("lead.resume", "set", ["lead_id"]),
+)
+def resume_lead_conversion(request: Request, lead_id: PathId) -> JSONResponse:
+    """Finish a lead conversion that stopped half-way (lead status `converting`): create
+    the missing opportunity and mark the lead converted. A converted lead is returned as it
+    is; an open lead is refused (409): convert it with convert_lead."""
+
+    def apply(s: Session, key: str | None) -> tuple[int, Any]:
+        lead = get_or_404(s, Lead, lead_id, "lead")
+        if lead.status == "open":
+            raise error(
+                409, "not_converting", f"Lead {lead_id} is open: convert it with convert_lead"
+            )
+        try:
+            finish_conversion(s, lead_id, key)
+        except IntegrityError as exc:
+            raise error(409, "resource_exists", f"Lead {lead_id} was finished meanwhile") from exc
+        return 200, lead_view(s, lead)
+
+    return run_mutation(
+        request,
+        route="resume_lead_conversion",
+        native=False,
+        payload={"lead_id": lead_id},
+        apply=apply,
+    )

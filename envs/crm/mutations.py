@@ -1,0 +1,327 @@
+"""Single-transaction CRM mutations: contacts, tiers, opportunities, SLA renewals and
+sequence enrollments. Each writes its commit-log row in the same transaction."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from fastapi import APIRouter, Request
+from fastapi.responses import JSONResponse
+from pydantic import BaseModel, Field
+from sqlalchemy import select
+from sqlalchemy.exc import IntegrityError
+from sqlalchemy.orm import Session
+
+from .._service.context import new_id, now
+from .._service.mutation import effect_meta, error, record_commit, run_mutation
+from .common import (
+    CLOSED,
+    MAX_AMOUNT,
+    STAGE_PATTERN,
+    TIER_PATTERN,
+    Id,
+    KeyHeader,
+    PathId,
+    contract_view,
+    enrollment_view,
+    get_or_404,
+    row,
+)
+from .models import (
+    Account,
+    Contact,
+    Email,
+    Enrollment,
+    Invoice,
+    Opportunity,
+    Sequence,
+    SlaContract,
+    SlaRenewal,
+)
+
+router = APIRouter(prefix="/v1")
+
+
+class ContactIn(BaseModel):
+    account_id: Id
+    name: str = Field(min_length=1, max_length=255)
+    email: str = Field(min_length=3, max_length=255, pattern=r"^[^@\s]+@[^@\s]+$")
+
+
+@router.post(
+    "/contacts",
+    operation_id="create_contact",
+    status_code=201,
+    openapi_extra=effect_meta("contact.create", "create_unique", ["email"], "constraint"),
+)
+def create_contact(request: Request, body: ContactIn) -> JSONResponse:
+    """Add a contact to an account. Contact emails are unique: a repeat is refused (409)."""
+
+    def apply(s: Session, key: str | None) -> tuple[int, Any]:
+        found = s.scalar(select(Contact).where(Contact.email == body.email))
+        if found is not None:
+            raise error(
+                409,
+                "resource_exists",
+                f"Contact {found.id} already has the email {body.email} (account "
+                f"{found.account_id}); read it with list_contacts",
+            )
+        get_or_404(s, Account, body.account_id, "account")
+        c = Contact(id=new_id(s, "con"), created=now(s), **body.model_dump())
+        s.add(c)
+        record_commit(
+            s,
+            op="contact.create",
+            effect_class="create_unique",
+            identity={"email": body.email},
+            args=body.model_dump(),
+            key=key,
+        )
+        try:
+            s.flush()
+        except IntegrityError as exc:  # a concurrent create won the unique email
+            raise error(409, "resource_exists", f"Email {body.email} is taken") from exc
+        return 201, row(c)
+
+    return run_mutation(
+        request, route="create_contact", native=False, payload=body.model_dump(), apply=apply
+    )
+
+
+class TierIn(BaseModel):
+    tier: str = Field(pattern=TIER_PATTERN)
+
+
+@router.put(
+    "/accounts/{account_id}/tier",
+    operation_id="set_account_tier",
+    openapi_extra=effect_meta("account.tier", "set", ["account_id", "tier"]),
+)
+def set_account_tier(request: Request, account_id: PathId, body: TierIn) -> JSONResponse:
+    """Set an account's tier (standard, growth, premium, enterprise). Setting the same tier
+    again is harmless."""
+    identity = {"account_id": account_id, "tier": body.tier}
+
+    def apply(s: Session, key: str | None) -> tuple[int, Any]:
+        acct = get_or_404(s, Account, account_id, "account")
+        previous, acct.tier = acct.tier, body.tier
+        args = {**identity, "previous": previous}
+        record_commit(
+            s, op="account.tier", effect_class="set", identity=identity, args=args, key=key
+        )
+        return 200, row(acct)
+
+    return run_mutation(
+        request, route="set_account_tier", native=False, payload=identity, apply=apply
+    )
+
+
+def _open_opportunity(s: Session, opportunity_id: str, field: str, value: Any) -> Opportunity:
+    opp: Opportunity = get_or_404(s, Opportunity, opportunity_id, "opportunity")
+    if opp.stage in CLOSED and getattr(opp, field) != value:
+        raise error(
+            409,
+            "opportunity_closed",
+            f"Opportunity {opportunity_id} is {opp.stage}: its {field} can no longer change",
+        )
+    return opp
+
+
+class StageIn(BaseModel):
+    stage: str = Field(pattern=STAGE_PATTERN)
+
+
+@router.put(
+    "/opportunities/{opportunity_id}/stage",
+    operation_id="update_opportunity_stage",
+    openapi_extra=effect_meta("opportunity.stage", "set", ["opportunity_id", "stage"]),
+)
+def update_opportunity_stage(
+    request: Request, opportunity_id: PathId, body: StageIn
+) -> JSONResponse:
+    """Move an opportunity to a stage (prospecting, qualification, proposal, negotiation,
+    closed_won, closed_lost). A closed opportunity keeps its stage (409 on a change)."""
+    identity = {"opportunity_id": opportunity_id, "stage": body.stage}
+
+    def apply(s: Session, key: str | None) -> tuple[int, Any]:
+        opp = _open_opportunity(s, opportunity_id, "stage", body.stage)
+        args = {**identity, "previous": opp.stage}
+        opp.stage, opp.updated = body.stage, now(s)
+        record_commit(
+            s, op="opportunity.stage", effect_class="set", identity=identity, args=args, key=key
+        )
+        return 200, row(opp)
+
+    return run_mutation(
+        request, route="update_opportunity_stage", native=False, payload=identity, apply=apply
+    )
+
+
+class AmountIn(BaseModel):
+    amount: int = Field(strict=True, gt=0, le=MAX_AMOUNT)
+
+
+@router.put(
+    "/opportunities/{opportunity_id}/amount",
+    operation_id="set_opportunity_amount",
+    openapi_extra=effect_meta("opportunity.amount", "set", ["opportunity_id", "amount"]),
+)
+def set_opportunity_amount(
+    request: Request, opportunity_id: PathId, body: AmountIn
+) -> JSONResponse:
+    """Set an opportunity's amount in cents. A closed opportunity keeps its amount."""
+    identity = {"opportunity_id": opportunity_id, "amount": body.amount}
+
+    def apply(s: Session, key: str | None) -> tuple[int, Any]:
+        opp = _open_opportunity(s, opportunity_id, "amount", body.amount)
+        args = {**identity, "previous": opp.amount}
+        opp.amount, opp.updated = body.amount, now(s)
+        record_commit(
+            s, op="opportunity.amount", effect_class="set", identity=identity, args=args, key=key
+        )
+        return 200, row(opp)
+
+    return run_mutation(
+        request, route="set_opportunity_amount", native=False, payload=identity, apply=apply
+    )
+
+
+class RenewalIn(BaseModel):
+    years: int = Field(strict=True, ge=1, le=5)
+
+
+@router.post(
+    "/sla-contracts/{contract_id}/renewals",
+    operation_id="renew_sla",
+    status_code=201,
+    openapi_extra=effect_meta("sla.renew", "additive", ["contract_id", "years"], "native"),
+)
+def renew_sla(
+    request: Request, contract_id: PathId, body: RenewalIn, idempotency_key: KeyHeader = None
+) -> JSONResponse:
+    """Renew an SLA contract for `years` more years: extends its term end and invoices the
+    annual fee times the years. Every call is a new renewal and a new invoice. Accepts an
+    Idempotency-Key: a retry with the same key replays the first response."""
+    identity = {"contract_id": contract_id, "years": body.years}
+
+    def apply(s: Session, key: str | None) -> tuple[int, Any]:
+        c: SlaContract = get_or_404(s, SlaContract, contract_id, "SLA contract")
+        start, end = c.term_end_year, c.term_end_year + body.years
+        invoice = Invoice(
+            id=new_id(s, "inv"),
+            account_id=c.account_id,
+            contract_id=c.id,
+            amount=c.annual_fee * body.years,
+            description=f"SLA {c.level} renewal {start + 1}-{end}",
+            created=now(s),
+        )
+        renewal = SlaRenewal(
+            id=new_id(s, "ren"),
+            contract_id=c.id,
+            years=body.years,
+            from_year=start,
+            to_year=end,
+            invoice_id=invoice.id,
+            created=now(s),
+        )
+        c.term_end_year = end
+        s.add_all([invoice, renewal])
+        args = {**identity, "invoice_id": invoice.id, "amount": invoice.amount}
+        record_commit(
+            s, op="sla.renew", effect_class="additive", identity=identity, args=args, key=key
+        )
+        s.flush()
+        return 201, {"renewal": row(renewal), "invoice": row(invoice), **contract_view(s, c)}
+
+    return run_mutation(request, route="renew_sla", native=True, payload=identity, apply=apply)
+
+
+class EnrollIn(BaseModel):
+    contact_id: Id
+
+
+@router.post(
+    "/sequences/{sequence_id}/enrollments",
+    operation_id="enroll_contact",
+    status_code=201,
+    openapi_extra=effect_meta(
+        "sequence.enroll", "irreversible_send", ["sequence_id", "contact_id"]
+    ),
+)
+def enroll_contact(request: Request, sequence_id: PathId, body: EnrollIn) -> JSONResponse:
+    """Enroll a contact in an outbound email sequence. The sequence's first email is sent
+    to the contact immediately and cannot be unsent; every call is a new enrollment and a
+    new email."""
+    identity = {"sequence_id": sequence_id, "contact_id": body.contact_id}
+
+    def apply(s: Session, key: str | None) -> tuple[int, Any]:
+        seq: Sequence = get_or_404(s, Sequence, sequence_id, "sequence")
+        contact: Contact = get_or_404(s, Contact, body.contact_id, "contact")
+        created = now(s)
+        enr = Enrollment(
+            id=new_id(s, "enr"),
+            sequence_id=seq.id,
+            contact_id=contact.id,
+            status="active",
+            next_step=2,
+            created=created,
+            updated=created,
+        )
+        email = Email(
+            id=new_id(s, "eml"),
+            enrollment_id=enr.id,
+            sequence_id=seq.id,
+            contact_id=contact.id,
+            to_email=contact.email,
+            step=1,
+            subject=seq.steps[0],
+            sent=created,
+        )
+        s.add(enr)
+        s.flush()
+        s.add(email)
+        args = {**identity, "enrollment_id": enr.id, "to_email": contact.email}
+        record_commit(
+            s,
+            op="sequence.enroll",
+            effect_class="irreversible_send",
+            identity=identity,
+            args=args,
+            key=key,
+        )
+        s.flush()
+        return 201, enrollment_view(s, enr)
+
+    return run_mutation(
+        request, route="enroll_contact", native=False, payload=identity, apply=apply
+    )
+
+
+@router.post(
+    "/enrollments/{enrollment_id}/unenroll",
+    operation_id="unenroll_contact",
+    openapi_extra=effect_meta("enrollment.unenroll", "set", ["enrollment_id"], compensation=True),
+)
+def unenroll_contact(request: Request, enrollment_id: PathId) -> JSONResponse:
+    """Take a contact out of a sequence: no further emails of that enrollment are sent
+    (emails already sent stay sent). Unenrolling twice is harmless."""
+    identity = {"enrollment_id": enrollment_id}
+
+    def apply(s: Session, key: str | None) -> tuple[int, Any]:
+        enr: Enrollment = get_or_404(s, Enrollment, enrollment_id, "enrollment")
+        args = {**identity, "previous": enr.status}
+        enr.status, enr.updated = "unenrolled", now(s)
+        record_commit(
+            s,
+            op="enrollment.unenroll",
+            effect_class="set",
+            identity=identity,
+            args=args,
+            key=key,
+            compensation=True,
+        )
+        return 200, enrollment_view(s, enr)
+
+    return run_mutation(
+        request, route="unenroll_contact", native=False, payload=identity, apply=apply
+    )

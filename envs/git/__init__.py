@@ -1,0 +1,1 @@
+"""Git hosting domain: real repositories driven by the git command line."""

@@ -1,0 +1,38 @@
+"""What the git workflows share: oracle helpers over the mirror tables.
+
+The oracles read the mirror tables: the content of files at a ref, the subject of a
+ref's tip and the number of commits reachable from it (`depth`), an exact value from the
+fixture, so a commit made twice makes an invariant false.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from undobench_gym.seeding import rng_for
+from undobench_gym.specs import Boundary, EffectExpectation, FaultTarget, StatePredicate
+
+B = Boundary
+T = FaultTarget
+E = EffectExpectation
+P = StatePredicate
+MAIN = "refs/heads/main"
+
+
+def repo_for(wf_id: str, seed: int, fx: dict[str, Any]) -> tuple[Any, dict[str, Any]]:
+    rng = rng_for(wf_id, seed)
+    return rng, rng.choice(fx["history"])
+
+
+def file_is(description: str, ref: str, path: str, value: str) -> P:
+    where = {"repo": "{repo}", "ref": ref, "path": path}
+    return P(description=description, table="git_files", where=where, field="content", value=value)
+
+
+def ref_is(description: str, ref: str, field: str, value: Any) -> P:
+    where = {"repo": "{repo}", "ref": ref}
+    return P(description=description, table="git_refs", where=where, field=field, value=value)
+
+
+def count_is(description: str, table: str, where: dict[str, Any], value: int = 1) -> P:
+    return P(description=description, table=table, where=where, op="count", value=value)

@@ -1,0 +1,301 @@
+"""Git workflows on commits: a config change, a backported fix, a reverted commit."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from undobench_gym.specs import FaultScenario, GoldStep, VisibleError, WorkflowSpec
+
+from .fixture import DEBUG_SUBJECT, commit, depth
+from .flows_base import MAIN, B, E, T, count_is, file_is, ref_is, repo_for
+
+# ---- 1. a config change committed to main --------------------------------------------
+
+
+def _config_params(seed: int, fx: dict[str, Any]) -> dict[str, Any]:
+    rng, h = repo_for("git-update-config", seed, fx)
+    path = "config/rate_limit.conf"
+    old = int(commit(h, "c5")["files"][path].split("=")[1])
+    new = rng.choice([v for v in (450, 900, 1500, 1800, 2400) if v != old])
+    verb = "Raise" if new > old else "Lower"
+    return {
+        "repo": h["name"],
+        "ticket": f"OPS-{rng.randint(1000, 9999)}",
+        "path": path,
+        "old_rpm": old,
+        "new_rpm": new,
+        "content": f"requests_per_minute = {new}\n",
+        "message": f"{verb} API rate limit to {new} requests per minute",
+        "depth_after": depth(h, "c5") + 1,
+    }
+
+
+CONFIG = WorkflowSpec(
+    id="git-update-config",
+    domain="git",
+    split="dev",
+    kind="single_effect",
+    instruction=(
+        "Ticket {ticket}: the API rate limit of {repo} must go from {old_rpm} to {new_rpm} "
+        "requests per minute. On branch main of repository {repo}, set the file {path} to "
+        "the single line `requests_per_minute = {new_rpm}` (ending with a newline) and "
+        'commit it with the message "{message}". The change must land as exactly one commit.'
+    ),
+    tools=[
+        "list_repos",
+        "get_repository",
+        "get_file",
+        "get_log",
+        "commit_file",
+        "repair_repository",
+    ],
+    required_effects=[
+        E(
+            op="file.commit",
+            identity={
+                "repo": "{repo}",
+                "branch": "main",
+                "path": "{path}",
+                "content": "{content}",
+                "message": "{message}",
+            },
+        )
+    ],
+    invariants=[
+        file_is("main has the new rate limit", MAIN, "{path}", "{content}"),
+        ref_is("the change is main's tip", MAIN, "subject", "{message}"),
+        ref_is("main gained exactly one commit", MAIN, "depth", "{depth_after}"),
+        count_is(
+            "one commit with the message",
+            "git_commits",
+            {"repo": "{repo}", "branch": "main", "message": "{message}"},
+        ),
+    ],
+    gold_plan=[
+        GoldStep(tool="get_file", arguments={"repo": "{repo}", "path": "{path}", "ref": "main"}),
+        GoldStep(
+            tool="commit_file",
+            arguments={
+                "repo": "{repo}",
+                "branch": "main",
+                "path": "{path}",
+                "content": "{content}",
+                "message": "{message}",
+            },
+        ),
+    ],
+    scenarios=[
+        FaultScenario(
+            id="crash-after-index-lock",
+            boundary=B.DURING_MUTATION,
+            target=T(tool="commit_file"),
+            crash_point="git.after_index_lock",
+            description="the service dies holding .git/index.lock; nothing is committed",
+        ),
+        FaultScenario(
+            id="ambiguous",
+            boundary=B.POST_MUTATION_PRE_ACK,
+            target=T(tool="commit_file"),
+            ambiguous=True,
+        ),
+        FaultScenario(
+            id="pre-503",
+            boundary=B.PRE_MUTATION,
+            target=T(tool="commit_file"),
+            visible_error=VisibleError.HTTP_503,
+        ),
+    ],
+    draw_params=_config_params,
+)
+
+
+# ---- 2. backport a fix to the previous release line ----------------------------------
+
+
+def _backport_params(seed: int, fx: dict[str, Any]) -> dict[str, Any]:
+    _rng, h = repo_for("git-backport-fix", seed, fx)
+    fix, bad, base = commit(h, "c4"), commit(h, "c5"), commit(h, "c2")
+    hotfix = f"1.{h['minor']}.1"
+    return {
+        "repo": h["name"],
+        "fix_sha": fix["sha"],
+        "fix_short": fix["sha"][:12],
+        "fix_subject": fix["subject"],
+        "bad_sha": bad["sha"],
+        "base_tag": h["tags"][0]["name"],
+        "branch": f"hotfix/{hotfix}",
+        "branch_ref": f"refs/heads/hotfix/{hotfix}",
+        "tag": f"v{hotfix}",
+        "tag_ref": f"refs/tags/v{hotfix}",
+        "tag_message": f"Hotfix {hotfix}",
+        "tag_message_stored": f"Hotfix {hotfix}\n",
+        "app_fixed": fix["files"]["src/app.py"],
+        "settings_base": base["files"]["config/settings.ini"],
+        "depth_after": depth(h, "c2") + 1,
+        "main_depth": depth(h, "c5"),
+    }
+
+
+BACKPORT = WorkflowSpec(
+    id="git-backport-fix",
+    domain="git",
+    split="dev",
+    kind="multi_effect",
+    instruction=(
+        'Backport the fix "{fix_subject}" (commit {fix_short} on main of {repo}) to the '
+        "last release line: create branch {branch} from tag {base_tag}, cherry-pick that "
+        "commit onto {branch}, then create the annotated tag {tag} with the message "
+        '"{tag_message}" at the tip of {branch}. Leave main as it is.'
+    ),
+    tools=[
+        "list_tags",
+        "list_branches",
+        "get_log",
+        "get_commit",
+        "get_file",
+        "create_branch",
+        "cherry_pick_commit",
+        "create_tag",
+    ],
+    required_effects=[
+        E(op="branch.create", identity={"repo": "{repo}", "name": "{branch}"}),
+        E(
+            op="commit.cherry_pick",
+            identity={"repo": "{repo}", "commit": "{fix_sha}", "branch": "{branch}"},
+        ),
+        E(op="tag.create", identity={"repo": "{repo}", "name": "{tag}"}),
+    ],
+    forbidden_effects=[
+        E(
+            op="commit.cherry_pick",
+            identity={"repo": "{repo}", "commit": "{bad_sha}", "branch": "{branch}"},
+        )
+    ],
+    invariants=[
+        ref_is(
+            "the hotfix branch is the base plus one commit",
+            "{branch_ref}",
+            "depth",
+            "{depth_after}",
+        ),
+        ref_is("the hotfix branch ends with the fix", "{branch_ref}", "subject", "{fix_subject}"),
+        ref_is("the tag is on the fixed commit", "{tag_ref}", "depth", "{depth_after}"),
+        ref_is("the tag is annotated as asked", "{tag_ref}", "tag_message", "{tag_message_stored}"),
+        file_is("the tagged tree has the fix", "{tag_ref}", "src/app.py", "{app_fixed}"),
+        file_is("nothing else came along", "{tag_ref}", "config/settings.ini", "{settings_base}"),
+        ref_is("main is untouched", MAIN, "depth", "{main_depth}"),
+        count_is(
+            "one cherry-pick commit",
+            "git_commits",
+            {"repo": "{repo}", "kind": "cherry_pick", "source": "{fix_sha}"},
+        ),
+    ],
+    gold_plan=[
+        GoldStep(tool="list_tags", arguments={"repo": "{repo}"}),
+        GoldStep(
+            tool="create_branch",
+            arguments={"repo": "{repo}", "name": "{branch}", "from_ref": "{base_tag}"},
+        ),
+        GoldStep(
+            tool="cherry_pick_commit",
+            arguments={"repo": "{repo}", "commit": "{fix_sha}", "branch": "{branch}"},
+        ),
+        GoldStep(
+            tool="create_tag",
+            arguments={
+                "repo": "{repo}",
+                "name": "{tag}",
+                "ref": "{branch}",
+                "message": "{tag_message}",
+            },
+        ),
+    ],
+    scenarios=[
+        FaultScenario(
+            id="worker-crash",
+            boundary=B.POST_ACK_PRE_CHECKPOINT,
+            target=T(tool="cherry_pick_commit"),
+            description="the pick is done and acknowledged, then the agent restarts the task",
+        ),
+        FaultScenario(
+            id="pick-lost-ack",
+            boundary=B.POST_MUTATION_PRE_ACK,
+            target=T(tool="cherry_pick_commit"),
+        ),
+        FaultScenario(id="tag-pre-reset", boundary=B.PRE_MUTATION, target=T(tool="create_tag")),
+    ],
+    draw_params=_backport_params,
+)
+
+
+# ---- 3. revert a bad commit on main --------------------------------------------------
+
+
+def _revert_params(seed: int, fx: dict[str, Any]) -> dict[str, Any]:
+    rng, h = repo_for("git-revert-bad-commit", seed, fx)
+    bad, fix = commit(h, "c5"), commit(h, "c4")
+    return {
+        "repo": h["name"],
+        "incident": f"INC-{rng.randint(10000, 99999)}",
+        "bad_sha": bad["sha"],
+        "bad_short": bad["sha"][:12],
+        "bad_subject": DEBUG_SUBJECT,
+        "fix_sha": fix["sha"],
+        "revert_subject": f'Revert "{DEBUG_SUBJECT}"',
+        "settings_before": fix["files"]["config/settings.ini"],
+        "app_now": fix["files"]["src/app.py"],
+        "depth_after": depth(h, "c5") + 1,
+    }
+
+
+REVERT = WorkflowSpec(
+    id="git-revert-bad-commit",
+    domain="git",
+    split="val",
+    kind="compensation",
+    instruction=(
+        'Incident {incident}: commit {bad_short} ("{bad_subject}") on main of {repo} floods '
+        "the log pipeline. Undo it on main with a revert commit (do not rewrite history); "
+        "every other commit on main stays in effect."
+    ),
+    tools=["get_log", "get_commit", "get_file", "list_branches", "revert_commit"],
+    required_effects=[
+        E(op="commit.revert", identity={"repo": "{repo}", "commit": "{bad_sha}", "branch": "main"})
+    ],
+    forbidden_effects=[
+        E(op="commit.revert", identity={"repo": "{repo}", "commit": "{fix_sha}", "branch": "main"})
+    ],
+    invariants=[
+        file_is("log level is back to normal", MAIN, "config/settings.ini", "{settings_before}"),
+        file_is("the earlier fix is still on main", MAIN, "src/app.py", "{app_now}"),
+        ref_is("the revert is main's tip", MAIN, "subject", "{revert_subject}"),
+        ref_is("main gained exactly one commit", MAIN, "depth", "{depth_after}"),
+        count_is(
+            "one revert commit",
+            "git_commits",
+            {"repo": "{repo}", "kind": "revert", "source": "{bad_sha}"},
+        ),
+    ],
+    gold_plan=[
+        GoldStep(tool="get_log", arguments={"repo": "{repo}", "ref": "main", "limit": 5}),
+        GoldStep(
+            tool="revert_commit",
+            arguments={"repo": "{repo}", "commit": "{bad_sha}", "branch": "main"},
+        ),
+    ],
+    scenarios=[
+        FaultScenario(
+            id="comp-lost-ack",
+            boundary=B.DURING_COMPENSATION,
+            target=T(tool="revert_commit"),
+            compensation_commits=True,
+        ),
+        FaultScenario(
+            id="comp-pre-503",
+            boundary=B.DURING_COMPENSATION,
+            target=T(tool="revert_commit"),
+            visible_error=VisibleError.HTTP_503,
+        ),
+    ],
+    draw_params=_revert_params,
+)

@@ -1,0 +1,287 @@
+"""Single-step mutating routes: branches, commits, tags, merges, cherry-picks, reverts,
+and the repair of a repository a dead git process left locked.
+
+Each route changes the repository on disk, then (same SQLite transaction) rebuilds the
+mirror of that repository and writes the commit-log row. The window between the disk
+change and that transaction holds no crash point; the one inside `commit_on_branch`
+(`git.after_index_lock`) sits before any ref moves.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from fastapi import APIRouter, Query, Request
+from fastapi.responses import JSONResponse
+from pydantic import BaseModel, Field
+from sqlalchemy.orm import Session
+
+from .._service.context import get_ctx
+from .._service.mutation import effect_meta, error, record_commit, run_mutation
+from .common import (
+    CommitId,
+    FilePath,
+    KeyHeader,
+    Message,
+    RefName,
+    RepoName,
+    Rev,
+    branch_or_404,
+    check_query,
+    clock,
+    commit_view,
+    note_commit,
+    open_repo,
+    resolve_or_404,
+)
+from .gitcli import ZERO_OID, GitError
+from .index import (
+    commit_on_branch,
+    git_failure,
+    remove_stale_locks,
+    stage_file,
+)
+from .repos import Repo, sync_mirror
+
+router = APIRouter(prefix="/v1")
+MAX_CONTENT = 64_000
+
+
+def _repo(request: Request, repo: str) -> Repo:
+    return open_repo(get_ctx(request), repo)
+
+
+# ---- branches ----------------------------------------------------------------------
+
+
+class BranchIn(BaseModel):
+    name: RefName
+    from_ref: Rev = Field("main", description="branch, tag or commit id to start from")
+
+
+@router.post(
+    "/repos/{repo}/branches",
+    operation_id="create_branch",
+    status_code=201,
+    openapi_extra=effect_meta("branch.create", "create_unique", ["repo", "name"], "constraint"),
+)
+def create_branch(request: Request, repo: RepoName, body: BranchIn) -> JSONResponse:
+    """Create a branch at a branch, tag or commit. A branch that exists is refused (409)."""
+    r = _repo(request, repo)
+
+    def apply(s: Session, key: str | None) -> tuple[int, Any]:
+        start = resolve_or_404(r, body.from_ref)
+        if r.ref_exists(f"refs/heads/{body.name}"):
+            tip = r.branch_tip(body.name)
+            raise error(409, "branch_exists", f"Branch {body.name} already exists at {tip}")
+        try:
+            r.git("update-ref", "-m", "branch: created", f"refs/heads/{body.name}", start, ZERO_OID)
+        except GitError as exc:
+            raise git_failure(r, exc, "branch_exists") from exc
+        sync_mirror(s, r)
+        identity = {"repo": repo, "name": body.name}
+        record_commit(
+            s,
+            op="branch.create",
+            effect_class="create_unique",
+            identity=identity,
+            args={**identity, "from_ref": body.from_ref, "sha": start},
+            key=key,
+        )
+        return 201, {"name": body.name, "sha": start}
+
+    with r.mutex():
+        payload = {"repo": repo, **body.model_dump()}
+        return run_mutation(
+            request, route="create_branch", native=False, payload=payload, apply=apply
+        )
+
+
+@router.delete(
+    "/repos/{repo}/branches",
+    operation_id="delete_branch",
+    openapi_extra=effect_meta("branch.delete", "set", ["repo", "name"]),
+)
+def delete_branch(
+    request: Request, repo: RepoName, name: str = Query(min_length=1, max_length=100)
+) -> JSONResponse:
+    """Delete a branch (not the default branch). Its commits stay reachable from tags."""
+    r = _repo(request, repo)
+    check_query("ref", name)
+
+    def apply(s: Session, key: str | None) -> tuple[int, Any]:
+        tip = branch_or_404(r, name)
+        if name == r.head_branch():
+            raise error(409, "default_branch", f"{name} is the default branch")
+        try:
+            r.git("update-ref", "-d", f"refs/heads/{name}", tip)
+        except GitError as exc:
+            raise git_failure(r, exc) from exc
+        sync_mirror(s, r)
+        identity = {"repo": repo, "name": name}
+        record_commit(
+            s, op="branch.delete", effect_class="set", identity=identity, args=identity, key=key
+        )
+        return 200, {"name": name, "deleted": True, "sha": tip}
+
+    with r.mutex():
+        payload = {"repo": repo, "name": name}
+        return run_mutation(
+            request, route="delete_branch", native=False, payload=payload, apply=apply
+        )
+
+
+# ---- commits -----------------------------------------------------------------------
+
+
+class CommitIn(BaseModel):
+    branch: RefName
+    path: FilePath
+    content: str = Field(max_length=MAX_CONTENT, description="the whole new file content")
+    message: Message
+    expected_head: CommitId | None = Field(
+        None, description="refuse (409) unless the branch tip is still this commit"
+    )
+
+
+@router.post(
+    "/repos/{repo}/commits",
+    operation_id="commit_file",
+    status_code=201,
+    openapi_extra=effect_meta(
+        "file.commit", "additive", ["repo", "branch", "path", "content", "message"], "native"
+    ),
+)
+def commit_file(
+    request: Request, repo: RepoName, body: CommitIn, idempotency_key: KeyHeader = None
+) -> JSONResponse:
+    """Commit a new version of one file to a branch. Every call makes a new commit, even
+    when the content is unchanged. Accepts an Idempotency-Key header; `expected_head`
+    makes the commit conditional on the branch tip."""
+    r = _repo(request, repo)
+    payload = {"repo": repo, **body.model_dump()}
+
+    def apply(s: Session, key: str | None) -> tuple[int, Any]:
+        stamp, date = clock(s)
+        tip = branch_or_404(r, body.branch)
+        if body.expected_head is not None and not tip.startswith(body.expected_head):
+            raise error(
+                409,
+                "branch_moved",
+                f"Branch {body.branch} is at {tip}, not {body.expected_head}",
+            )
+        sha, _tree = commit_on_branch(
+            request,
+            r,
+            branch=body.branch,
+            expected_tip=tip,
+            parents=[tip],
+            message=body.message,
+            date=date,
+            stage=stage_file(r, tip, body.path, body.content),
+        )
+        note_commit(
+            s,
+            r,
+            branch=body.branch,
+            sha=sha,
+            parents=[tip],
+            kind="commit",
+            message=body.message,
+            created=stamp,
+            path=body.path,
+        )
+        sync_mirror(s, r)
+        identity = {k: payload[k] for k in ("repo", "branch", "path", "content", "message")}
+        record_commit(
+            s,
+            op="file.commit",
+            effect_class="additive",
+            identity=identity,
+            args={**identity, "sha": sha, "parent": tip},
+            key=key,
+        )
+        return 201, {**commit_view(r, sha), "branch": body.branch}
+
+    with r.mutex():
+        return run_mutation(request, route="commit_file", native=True, payload=payload, apply=apply)
+
+
+# ---- tags --------------------------------------------------------------------------
+
+
+class TagIn(BaseModel):
+    name: RefName
+    ref: Rev = Field(description="branch, tag or commit id to tag")
+    message: Message | None = Field(None, description="makes an annotated tag")
+
+
+@router.post(
+    "/repos/{repo}/tags",
+    operation_id="create_tag",
+    status_code=201,
+    openapi_extra=effect_meta("tag.create", "create_unique", ["repo", "name"], "constraint"),
+)
+def create_tag(request: Request, repo: RepoName, body: TagIn) -> JSONResponse:
+    """Tag a commit (annotated when a message is given). A tag that exists is refused (409)."""
+    r = _repo(request, repo)
+
+    def apply(s: Session, key: str | None) -> tuple[int, Any]:
+        _stamp, date = clock(s)
+        target = resolve_or_404(r, body.ref)
+        if r.ref_exists(f"refs/tags/{body.name}"):
+            at = r.resolve(f"refs/tags/{body.name}")
+            raise error(409, "tag_exists", f"Tag {body.name} already exists (on {at})")
+        args = ["tag", *(["-a", "-m", body.message] if body.message else []), body.name, target]
+        try:
+            r.git(*args, date=date)
+        except GitError as exc:
+            raise git_failure(r, exc, "tag_exists") from exc
+        sync_mirror(s, r)
+        identity = {"repo": repo, "name": body.name}
+        record_commit(
+            s,
+            op="tag.create",
+            effect_class="create_unique",
+            identity=identity,
+            args={**identity, "ref": body.ref, "sha": target, "message": body.message},
+            key=key,
+        )
+        return 201, {"name": body.name, "sha": target, "annotated": bool(body.message)}
+
+    with r.mutex():
+        payload = {"repo": repo, **body.model_dump()}
+        return run_mutation(request, route="create_tag", native=False, payload=payload, apply=apply)
+
+
+# ---- repair ------------------------------------------------------------------------
+
+
+@router.post(
+    "/repos/{repo}/repair",
+    operation_id="repair_repository",
+    openapi_extra=effect_meta("repo.repair", "set", ["repo"]),
+)
+def repair_repository(request: Request, repo: RepoName) -> JSONResponse:
+    """Remove stale lock files (.git/index.lock, ref locks) an interrupted git process left
+    behind, so git commands work again. Changes staged under a stale lock are discarded."""
+    r = _repo(request, repo)
+
+    def apply(s: Session, key: str | None) -> tuple[int, Any]:
+        removed = remove_stale_locks(r)
+        if removed:
+            sync_mirror(s, r)
+            record_commit(
+                s,
+                op="repo.repair",
+                effect_class="set",
+                identity={"repo": repo},
+                args={"repo": repo, "removed": removed},
+                key=key,
+            )
+        return 200, {"repo": repo, "removed_lock_files": removed}
+
+    with r.mutex():
+        return run_mutation(
+            request, route="repair_repository", native=False, payload={"repo": repo}, apply=apply
+        )

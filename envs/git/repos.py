@@ -1,0 +1,347 @@
+"""The repositories on disk: where they live, how a reset writes them, how they are read.
+
+Each repository is a regular (non-bare) repository under `<data_dir>/repos/<name>` with
+HEAD on `main`; the service keeps no files checked out, and its index always holds
+main's tree (as after a `git reset` on main), so a plain `git commit` there is a no-op.
+"""
+
+from __future__ import annotations
+
+import shutil
+import subprocess
+import threading
+import uuid
+from pathlib import Path
+from typing import Any
+
+from sqlalchemy import delete
+from sqlalchemy.orm import Session
+
+from .fixture import build_fixture
+from .gitcli import GIT, GitError, git_env, run_git
+from .models import File, Ref
+
+MAX_MIRRORED_BYTES = 64 * 1024
+_MUTEXES: dict[str, threading.Lock] = {}
+_MUTEXES_GUARD = threading.Lock()
+
+
+def repos_root(data_dir: Path) -> Path:
+    return data_dir / "repos"
+
+
+def home_dir(data_dir: Path) -> Path:
+    return data_dir / "home"
+
+
+def data_dir_of(session: Session) -> Path:
+    """The service's data directory: where its SQLite file lies."""
+    bind = session.get_bind()
+    database = bind.engine.url.database
+    assert database, "the git service runs on a SQLite file"
+    return Path(database).parent
+
+
+class Repo:
+    """One repository on disk and the git commands run in it."""
+
+    def __init__(self, data_dir: Path, name: str) -> None:
+        self.data_dir = data_dir
+        self.name = name
+        self.path = repos_root(data_dir) / name
+        self.git_dir = self.path / ".git"
+        self.home = home_dir(data_dir)
+
+    def exists(self) -> bool:
+        return (self.git_dir / "HEAD").is_file()
+
+    def git(
+        self,
+        *args: str,
+        date: int | None = None,
+        index_file: Path | None = None,
+        stdin: bytes | None = None,
+        check: bool = True,
+    ) -> subprocess.CompletedProcess[bytes]:
+        return run_git(
+            self.path,
+            *args,
+            home=self.home,
+            date=date,
+            index_file=index_file,
+            stdin=stdin,
+            check=check,
+        )
+
+    def out(self, *args: str, **kw: Any) -> str:
+        return self.git(*args, **kw).stdout.decode(errors="replace").strip()
+
+    def mutex(self) -> threading.Lock:
+        """One writer at a time per repository inside this process."""
+        with _MUTEXES_GUARD:
+            return _MUTEXES.setdefault(str(self.path), threading.Lock())
+
+    def head_branch(self) -> str:
+        head = (self.git_dir / "HEAD").read_text().strip()
+        return head.removeprefix("ref: refs/heads/")
+
+    def resolve(self, rev: str) -> str | None:
+        """The full id of the commit `rev` names (branch, tag or commit id), or None."""
+        proc = self.git("rev-parse", "--verify", "--quiet", f"{rev}^{{commit}}", check=False)
+        text = proc.stdout.decode().strip()
+        return text if proc.returncode == 0 and len(text) == 40 else None
+
+    def branch_tip(self, branch: str) -> str | None:
+        return self.resolve(f"refs/heads/{branch}")
+
+    def ref_exists(self, ref: str) -> bool:
+        return self.git("show-ref", "--verify", "--quiet", ref, check=False).returncode == 0
+
+    def is_ancestor(self, ancestor: str, descendant: str) -> bool:
+        proc = self.git("merge-base", "--is-ancestor", ancestor, descendant, check=False)
+        return proc.returncode == 0
+
+    def tree_of(self, commit: str) -> str:
+        return self.out("rev-parse", f"{commit}^{{tree}}")
+
+    def refs(self) -> dict[str, str]:
+        """refs/heads and refs/tags -> the object each points to."""
+        text = self.out(
+            "for-each-ref", "--format=%(refname) %(objectname)", "refs/heads", "refs/tags"
+        )
+        return dict(line.split(" ", 1) for line in text.splitlines() if line)
+
+    def lock_files(self) -> list[str]:
+        """Lock files git leaves when a writer dies holding them, relative to the repo."""
+        if not self.git_dir.is_dir():
+            return []
+        found = []
+        for p in self.git_dir.rglob("*.lock"):
+            rel = p.relative_to(self.git_dir)
+            if rel.parts[0] != "objects" and p.is_file():
+                found.append(str(Path(".git") / rel))
+        return sorted(found)
+
+
+# ---- reading objects ---------------------------------------------------------------
+
+
+class ObjectReader:
+    """One `git cat-file --batch` process reading many objects."""
+
+    def __init__(self, repo: Repo) -> None:
+        self.proc = subprocess.Popen(
+            [GIT, "cat-file", "--batch"],
+            cwd=repo.path,
+            env=git_env(repo.home),
+            stdin=subprocess.PIPE,
+            stdout=subprocess.PIPE,
+            stderr=subprocess.DEVNULL,
+        )
+
+    def read(self, name: str) -> tuple[str, bytes] | None:
+        assert self.proc.stdin is not None and self.proc.stdout is not None
+        self.proc.stdin.write(name.encode() + b"\n")
+        self.proc.stdin.flush()
+        header = self.proc.stdout.readline()
+        if not header or header.endswith(b" missing\n"):
+            return None
+        _oid, kind, size = header.decode().split()
+        data = self.proc.stdout.read(int(size))
+        self.proc.stdout.read(1)
+        return kind, data
+
+    def close(self) -> None:
+        if self.proc.stdin is not None:
+            self.proc.stdin.close()
+        self.proc.wait(timeout=10)
+        if self.proc.stdout is not None:
+            self.proc.stdout.close()
+
+    def __enter__(self) -> ObjectReader:
+        return self
+
+    def __exit__(self, *_exc: object) -> None:
+        self.close()
+
+
+def split_object(data: bytes) -> tuple[dict[str, list[str]], str]:
+    """Headers and message of a commit or tag object."""
+    head, _, message = data.decode(errors="replace").partition("\n\n")
+    headers: dict[str, list[str]] = {}
+    for line in head.splitlines():
+        key, _, value = line.partition(" ")
+        headers.setdefault(key, []).append(value)
+    return headers, message
+
+
+def _tree_files(rd: ObjectReader, tree: str, prefix: str, memo: dict[str, list[Any]]) -> list[Any]:
+    if tree in memo:
+        return [(prefix + p, b) for p, b in memo[tree]]
+    obj = rd.read(tree)
+    entries: list[tuple[str, str]] = []
+    data = obj[1] if obj else b""
+    i = 0
+    while i < len(data):
+        sp = data.index(b" ", i)
+        nul = data.index(b"\0", sp)
+        mode, name = data[i:sp].decode(), data[sp + 1 : nul].decode(errors="replace")
+        oid = data[nul + 1 : nul + 21].hex()
+        i = nul + 21
+        if mode == "40000":
+            entries += [(f"{name}/{p}", b) for p, b in _tree_files(rd, oid, "", memo)]
+        elif mode != "160000":
+            entries.append((name, oid))
+    memo[tree] = entries
+    return [(prefix + p, b) for p, b in entries]
+
+
+def snapshot(repo: Repo) -> tuple[list[dict[str, Any]], list[dict[str, Any]]]:
+    """The git_refs and git_files rows of `repo` as it is on disk now."""
+    fmt = "--format=%(refname)%00%(objecttype)%00%(objectname)%00%(*objectname)"
+    listing = repo.out("for-each-ref", fmt, "refs/heads", "refs/tags")
+    refs: list[dict[str, Any]] = []
+    files: list[dict[str, Any]] = []
+    commits: dict[str, tuple[str, list[str], str]] = {}
+    trees: dict[str, list[Any]] = {}
+    blobs: dict[str, tuple[int, str | None]] = {}
+    with ObjectReader(repo) as rd:
+
+        def load(sha: str) -> tuple[str, list[str], str]:
+            if sha not in commits:
+                obj = rd.read(sha)
+                headers, message = split_object(obj[1] if obj else b"")
+                commits[sha] = (headers["tree"][0], headers.get("parent", []), message)
+            return commits[sha]
+
+        for line in listing.splitlines():
+            refname, kind, oid, peeled = line.split("\0")
+            tag_object = tag_message = None
+            sha = oid
+            if kind == "tag":
+                obj = rd.read(oid)
+                tag_message = split_object(obj[1])[1] if obj else ""
+                tag_object, sha = oid, peeled
+            elif kind != "commit":
+                continue
+            seen: set[str] = set()
+            stack = [sha]
+            while stack:
+                cur = stack.pop()
+                if cur not in seen:
+                    seen.add(cur)
+                    stack.extend(load(cur)[1])
+            tree, _parents, message = load(sha)
+            is_branch = refname.startswith("refs/heads/")
+            refs.append(
+                {
+                    "repo": repo.name,
+                    "ref": refname,
+                    "kind": "branch" if is_branch else "tag",
+                    "name": refname.split("/", 2)[2],
+                    "sha": sha,
+                    "subject": message.split("\n", 1)[0],
+                    "depth": len(seen),
+                    "tag_object": tag_object,
+                    "tag_message": tag_message,
+                }
+            )
+            for path, blob in _tree_files(rd, tree, "", trees):
+                if blob not in blobs:
+                    obj = rd.read(blob)
+                    data = obj[1] if obj else b""
+                    text: str | None = None
+                    if len(data) <= MAX_MIRRORED_BYTES:
+                        try:
+                            text = data.decode()
+                        except UnicodeDecodeError:
+                            text = None
+                    blobs[blob] = (len(data), text)
+                size, content = blobs[blob]
+                files.append(
+                    {
+                        "repo": repo.name,
+                        "ref": refname,
+                        "path": path,
+                        "blob": blob,
+                        "size": size,
+                        "content": content,
+                    }
+                )
+    return refs, files
+
+
+def sync_mirror(s: Session, repo: Repo) -> None:
+    """Rebuild the repository's git_refs and git_files rows from disk, in `s`."""
+    refs, files = snapshot(repo)
+    s.execute(delete(Ref).where(Ref.repo == repo.name))
+    s.execute(delete(File).where(File.repo == repo.name))
+    s.flush()
+    s.add_all(Ref(**r) for r in refs)
+    s.add_all(File(**f) for f in files)
+    s.flush()
+
+
+# ---- seeding -----------------------------------------------------------------------
+
+
+def _data(text: str) -> bytes:
+    raw = text.encode()
+    return b"data %d\n" % len(raw) + raw + b"\n"
+
+
+def fast_import_stream(history: dict[str, Any]) -> bytes:
+    marks = {c["key"]: i + 1 for i, c in enumerate(history["commits"])}
+    out: list[bytes] = []
+    for c in history["commits"]:
+        who = f"{c['author'][0]} <{c['author'][1]}> {c['time']} +0000"
+        out.append(f"commit refs/heads/{c['branch']}\nmark :{marks[c['key']]}\n".encode())
+        out.append(f"author {who}\ncommitter {who}\n".encode())
+        out.append(_data(c["message"]))
+        if c["parent"]:
+            out.append(f"from :{marks[c['parent']]}\n".encode())
+        for path, content in sorted(c["changes"].items()):
+            out.append(f"M 100644 inline {path}\n".encode() + _data(content))
+        out.append(b"\n")
+    for t in history["tags"]:
+        who = f"{t['tagger'][0]} <{t['tagger'][1]}> {t['time']} +0000"
+        out.append(f"tag {t['name']}\nfrom :{marks[t['target']]}\ntagger {who}\n".encode())
+        out.append(_data(t["message"]))
+    for branch, key in history["branches"].items():
+        out.append(f"reset refs/heads/{branch}\nfrom :{marks[key]}\n\n".encode())
+    out.append(b"done\n")
+    return b"".join(out)
+
+
+def _discard(data_dir: Path, root: Path) -> None:
+    """Move the old repositories out of the way at once (a rename) and delete them in
+    the background: removing a few hundred object directories is the slow part of a reset."""
+    trash = data_dir / "trash"
+    trash.mkdir(exist_ok=True)
+    if root.exists():
+        root.rename(trash / f"repos-{uuid.uuid4().hex}")
+    victims = list(trash.iterdir())
+
+    def wipe() -> None:
+        for victim in victims:
+            shutil.rmtree(victim, ignore_errors=True)
+
+    threading.Thread(target=wipe, daemon=True).start()
+
+
+def seed_repositories(data_dir: Path, seed: int) -> None:
+    """Wipe every repository and write the seeded ones: init plus one fast-import each."""
+    root = repos_root(data_dir)
+    _discard(data_dir, root)
+    root.mkdir(parents=True)
+    home_dir(data_dir).mkdir(parents=True, exist_ok=True)
+    for history in build_fixture(seed)["history"]:
+        repo = Repo(data_dir, history["name"])
+        run_git(root, "init", "--quiet", "--template=", "-b", "main", repo.name, home=repo.home)
+        stream = fast_import_stream(history)
+        # Keep the import as one pack (a few files) instead of ~40 loose-object directories.
+        repo.git("-c", "fastimport.unpackLimit=0", "fast-import", "--quiet", "--done", stdin=stream)
+        repo.git("read-tree", "refs/heads/main")
+
+
+__all__ = ["GitError", "Repo", "data_dir_of", "seed_repositories", "snapshot", "sync_mirror"]

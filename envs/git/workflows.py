@@ -1,0 +1,15 @@
+"""Git workflows: task, parameters from the seed, oracles, gold plan, fault scenarios.
+
+git-update-config      dev   single_effect  commit a config change to main
+git-backport-fix       dev   multi_effect   branch from a tag, cherry-pick, tag
+git-revert-bad-commit  val   compensation   revert a bad commit on main
+git-cut-release        test  composite      branch, VERSION bump, tag, release notes
+git-merge-feature      test  multi_effect   changelog commit, merge commit, tag
+"""
+
+from __future__ import annotations
+
+from .flows_commits import BACKPORT, CONFIG, REVERT
+from .flows_release import MERGE, RELEASE
+
+WORKFLOWS = [CONFIG, BACKPORT, REVERT, RELEASE, MERGE]

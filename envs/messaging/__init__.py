@@ -1,0 +1,1 @@
+"""Messaging: pager alerts, chat, SMS, email batches and webhooks delivered over HTTP."""

@@ -1,0 +1,87 @@
+"""Chat messages and SMS: each a single transaction, each a message that cannot be unsent."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from fastapi import APIRouter, Request
+from fastapi.responses import JSONResponse
+from pydantic import BaseModel, Field
+from sqlalchemy.orm import Session
+
+from .._service.context import new_id, now
+from .._service.mutation import effect_meta, record_commit, run_mutation
+from .common import PHONE_PATTERN, KeyHeader, PathId, get_or_404, row
+from .models import Channel, ChatMessage, Sms
+
+router = APIRouter(prefix="/v1")
+
+
+class ChatIn(BaseModel):
+    text: str = Field(min_length=1, max_length=2000)
+
+
+@router.post(
+    "/channels/{channel_id}/messages",
+    operation_id="post_chat_message",
+    status_code=201,
+    openapi_extra=effect_meta("chat.post", "irreversible_send", ["channel_id", "text"]),
+)
+def post_chat_message(request: Request, channel_id: PathId, body: ChatIn) -> JSONResponse:
+    """Post a message to a chat channel. Everyone in the channel sees it at once; every
+    call posts a new message."""
+    identity = {"channel_id": channel_id, "text": body.text}
+
+    def apply(s: Session, key: str | None) -> tuple[int, Any]:
+        get_or_404(s, Channel, channel_id, "channel")
+        m = ChatMessage(id=new_id(s, "msg"), channel_id=channel_id, text=body.text, posted=now(s))
+        s.add(m)
+        record_commit(
+            s,
+            op="chat.post",
+            effect_class="irreversible_send",
+            identity=identity,
+            args=identity,
+            key=key,
+        )
+        s.flush()
+        return 201, row(m)
+
+    return run_mutation(
+        request, route="post_chat_message", native=False, payload=identity, apply=apply
+    )
+
+
+class SmsIn(BaseModel):
+    to: str = Field(pattern=PHONE_PATTERN, description="E.164 phone number, e.g. +15551234567")
+    body: str = Field(min_length=1, max_length=480)
+
+
+@router.post(
+    "/sms",
+    operation_id="send_sms",
+    status_code=201,
+    openapi_extra=effect_meta("sms.send", "irreversible_send", ["to", "body"], "native"),
+)
+def send_sms(request: Request, body: SmsIn, idempotency_key: KeyHeader = None) -> JSONResponse:
+    """Send a text message to a phone number. Every call without a key sends a new SMS.
+    Accepts an Idempotency-Key: a retry with the same key is not sent again and replays
+    the first response."""
+
+    def apply(s: Session, key: str | None) -> tuple[int, Any]:
+        m = Sms(id=new_id(s, "sms"), to=body.to, body=body.body, sent=now(s))
+        s.add(m)
+        record_commit(
+            s,
+            op="sms.send",
+            effect_class="irreversible_send",
+            identity=body.model_dump(),
+            args=body.model_dump(),
+            key=key,
+        )
+        s.flush()
+        return 201, row(m)
+
+    return run_mutation(
+        request, route="send_sms", native=True, payload=body.model_dump(), apply=apply
+    )

@@ -1,0 +1,341 @@
+"""Multipart uploads: create, upload parts, complete, abort, list (the composite
+`upload_object_multipart`, all of it in one call, lives in `composite`).
+
+An upload that was created but never completed nor aborted is visible only through
+list_multipart_uploads (and list_parts): no object exists for its key yet, but its parts
+sit on disk. That open upload is the partial state a crash mid-composite leaves behind.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path as FsPath
+from typing import Annotated, Any
+
+from fastapi import APIRouter, Header, Path, Request
+from fastapi.responses import JSONResponse
+from pydantic import Field
+from sqlalchemy import func, select
+from sqlalchemy.orm import Session
+
+from .._service.context import get_ctx, new_id, now
+from .._service.mutation import (
+    READ_ONLY,
+    effect_meta,
+    error,
+    record_commit,
+    run_mutation,
+)
+from . import blobs
+from .common import (
+    Body,
+    ContentType,
+    Ctx,
+    Key,
+    PathBucket,
+    Prefix,
+    Strict,
+    UploadId,
+    bucket_or_404,
+    collect,
+    upload_or_404,
+    version_view,
+    write_version,
+)
+from .models import ObjectVersion, Part, Upload
+
+router = APIRouter(prefix="/v1")
+KeyHeader = Annotated[str | None, Header(alias="Idempotency-Key", max_length=255)]
+MAX_PARTS = 100
+PartNumber = Annotated[int, Path(ge=1, le=MAX_PARTS)]
+
+
+def _part_count(s: Session, upload_id: str) -> int:
+    q = select(func.count()).select_from(Part).where(Part.upload_id == upload_id)
+    return int(s.scalar(q) or 0)
+
+
+def upload_view(s: Session, u: Upload) -> dict[str, Any]:
+    return {
+        "upload_id": u.upload_id,
+        "bucket": u.bucket,
+        "key": u.key,
+        "content_type": u.content_type,
+        "initiated": u.initiated,
+        "parts": _part_count(s, u.upload_id),
+    }
+
+
+# ---- steps shared by the single routes and the composite ---------------------------
+
+
+def open_upload(s: Session, bucket: str, key: str, content_type: str, idem: str | None) -> Upload:
+    bucket_or_404(s, bucket)
+    u = Upload(
+        upload_id=new_id(s, "upl"),
+        bucket=bucket,
+        key=key,
+        content_type=content_type,
+        initiated=now(s),
+    )
+    s.add(u)
+    s.flush()
+    identity = {"bucket": bucket, "key": key, "upload_id": u.upload_id}
+    record_commit(
+        s,
+        op="multipart.create",
+        effect_class="additive",
+        identity=identity,
+        args={**identity, "content_type": content_type},
+        key=idem,
+    )
+    return u
+
+
+def store_part(
+    s: Session, data_dir: FsPath, u: Upload, number: int, text: str, idem: str | None
+) -> tuple[dict[str, Any], set[str]]:
+    """Write one part's body to disk and record it (a re-upload replaces the part)."""
+    data = blobs.utf8(text)
+    etag, digest = blobs.md5_hex(data), blobs.write_blob(data_dir, data)
+    dropped: set[str] = set()
+    uploaded = now(s)
+    part = s.get(Part, (u.upload_id, number))
+    if part is None:
+        part = Part(upload_id=u.upload_id, part_number=number)
+        part.etag, part.size, part.blob, part.uploaded = etag, len(data), digest, uploaded
+        s.add(part)
+    else:
+        if part.blob != digest:
+            dropped.add(part.blob)
+        part.etag, part.size, part.blob, part.uploaded = etag, len(data), digest, uploaded
+    identity = {"bucket": u.bucket, "upload_id": u.upload_id, "part_number": number, "etag": etag}
+    record_commit(
+        s,
+        op="multipart.part",
+        effect_class="set",
+        identity=identity,
+        args={**identity, "size": len(data)},
+        key=idem,
+    )
+    view = {"upload_id": u.upload_id, "part_number": number, "etag": etag, "size": len(data)}
+    return view, dropped
+
+
+def finish_upload(
+    s: Session, data_dir: FsPath, u: Upload, refs: list[tuple[int, str]], idem: str | None
+) -> tuple[ObjectVersion, set[str]]:
+    """Assemble the listed parts into the object and close the upload (parts not listed
+    are discarded, as S3 does)."""
+    numbers = [n for n, _ in refs]
+    if numbers != sorted(set(numbers)):
+        raise error(400, "InvalidPartOrder", "List the parts once each, in ascending order")
+    stored = {
+        p.part_number: p for p in s.scalars(select(Part).where(Part.upload_id == u.upload_id))
+    }
+    chunks = []
+    for number, etag in refs:
+        part = stored.get(number)
+        if part is None or part.etag != etag:
+            found = "missing" if part is None else f"ETag {part.etag}"
+            raise error(400, "InvalidPart", f"Part {number} is {found}, not ETag {etag}")
+        chunks.append(blobs.read_blob(data_dir, part.blob))
+    data = b"".join(chunks)
+    if len(data) > blobs.MAX_OBJECT_BYTES:
+        raise error(400, "EntityTooLarge", "A completed object is at most 1 MiB")
+    digest = blobs.write_blob(data_dir, data)
+    etag = blobs.multipart_etag([e for _, e in refs])
+    bucket = bucket_or_404(s, u.bucket)
+    v, dropped = write_version(
+        s, bucket, u.key, etag=etag, size=len(data), blob=digest, content_type=u.content_type
+    )
+    dropped |= {p.blob for p in stored.values()}
+    for part in stored.values():
+        s.delete(part)
+    s.flush()
+    s.delete(u)
+    identity = {"bucket": u.bucket, "key": u.key, "etag": etag}
+    args = {**identity, "upload_id": u.upload_id, "parts": numbers, "size": len(data)}
+    record_commit(
+        s, op="multipart.complete", effect_class="set", identity=identity, args=args, key=idem
+    )
+    return v, dropped
+
+
+# ---- read-only routes --------------------------------------------------------------
+
+
+@router.get(
+    "/buckets/{bucket}/uploads", operation_id="list_multipart_uploads", openapi_extra=READ_ONLY
+)
+def list_multipart_uploads(ctx: Ctx, bucket: PathBucket, prefix: Prefix = None) -> dict[str, Any]:
+    """List the multipart uploads of a bucket that are still open (created, neither
+    completed nor aborted), optionally for keys with a prefix, with their part counts."""
+    with Session(ctx.engine) as s:
+        bucket_or_404(s, bucket)
+        q = select(Upload).where(Upload.bucket == bucket)
+        if prefix:
+            q = q.where(Upload.key.startswith(prefix, autoescape=True))
+        uploads = [upload_view(s, u) for u in s.scalars(q.order_by(Upload.initiated, Upload.key))]
+        return {"bucket": bucket, "uploads": uploads}
+
+
+@router.get(
+    "/buckets/{bucket}/uploads/{upload_id}/parts",
+    operation_id="list_parts",
+    openapi_extra=READ_ONLY,
+)
+def list_parts(ctx: Ctx, bucket: PathBucket, upload_id: UploadId) -> dict[str, Any]:
+    """List the parts uploaded so far to an open multipart upload, with their ETags (what
+    complete_multipart_upload needs)."""
+    with Session(ctx.engine) as s:
+        u = upload_or_404(s, bucket, upload_id)
+        q = select(Part).where(Part.upload_id == upload_id).order_by(Part.part_number)
+        parts = [
+            {"part_number": p.part_number, "etag": p.etag, "size": p.size, "uploaded": p.uploaded}
+            for p in s.scalars(q)
+        ]
+        return {**upload_view(s, u), "parts": parts}
+
+
+# ---- mutating routes ---------------------------------------------------------------
+
+
+class CreateUploadIn(Strict):
+    key: Key
+    content_type: ContentType = "text/plain"
+
+
+@router.post(
+    "/buckets/{bucket}/uploads",
+    operation_id="create_multipart_upload",
+    openapi_extra=effect_meta("multipart.create", "additive", ["bucket", "key"]),
+)
+def create_multipart_upload(
+    request: Request, bucket: PathBucket, body: CreateUploadIn
+) -> JSONResponse:
+    """Start a multipart upload for a key; returns its upload_id. Every call opens another
+    upload (not idempotent); an upload stays open, holding its parts, until it is completed
+    or aborted."""
+
+    def apply(s: Session, idem: str | None) -> tuple[int, Any]:
+        u = open_upload(s, bucket, body.key, body.content_type, idem)
+        return 200, upload_view(s, u)
+
+    payload = {"bucket": bucket, **body.model_dump()}
+    return run_mutation(
+        request, route="create_multipart_upload", native=False, payload=payload, apply=apply
+    )
+
+
+class PartIn(Strict):
+    body: Body
+
+
+@router.put(
+    "/buckets/{bucket}/uploads/{upload_id}/parts/{part_number}",
+    operation_id="upload_part",
+    openapi_extra=effect_meta(
+        "multipart.part", "set", ["bucket", "upload_id", "part_number", "body"]
+    ),
+)
+def upload_part(
+    request: Request, bucket: PathBucket, upload_id: UploadId, part_number: PartNumber, body: PartIn
+) -> JSONResponse:
+    """Upload part `part_number` (1-100, body up to 64 KiB) of an open multipart upload;
+    returns the part's ETag. Uploading the same part number again replaces it (a set)."""
+    ctx = get_ctx(request)
+    dropped: set[str] = set()
+
+    def apply(s: Session, idem: str | None) -> tuple[int, Any]:
+        u = upload_or_404(s, bucket, upload_id)
+        view, gone = store_part(s, ctx.data_dir, u, part_number, body.body, idem)
+        dropped.update(gone)
+        return 200, view
+
+    payload = {"bucket": bucket, "upload_id": upload_id, "part_number": part_number}
+    payload["body"] = body.body
+    res = run_mutation(request, route="upload_part", native=False, payload=payload, apply=apply)
+    collect(request, dropped)
+    return res
+
+
+class PartRef(Strict):
+    part_number: int = Field(strict=True, ge=1, le=MAX_PARTS)
+    etag: str = Field(pattern=r"^[0-9a-f]{32}$")
+
+
+class CompleteIn(Strict):
+    parts: list[PartRef] = Field(min_length=1, max_length=MAX_PARTS)
+
+
+@router.post(
+    "/buckets/{bucket}/uploads/{upload_id}/complete",
+    operation_id="complete_multipart_upload",
+    openapi_extra=effect_meta(
+        "multipart.complete", "set", ["bucket", "upload_id", "parts"], "native"
+    ),
+)
+def complete_multipart_upload(
+    request: Request,
+    bucket: PathBucket,
+    upload_id: UploadId,
+    body: CompleteIn,
+    idempotency_key: KeyHeader = None,
+) -> JSONResponse:
+    """Complete an open multipart upload from the listed parts (part_number and ETag each,
+    ascending): the object appears under the upload's key with the multipart ETag
+    ("<md5>-<number of parts>") and the upload closes. A completed upload is gone, so
+    completing it again is refused with 404 NoSuchUpload; head_object shows the result.
+    Accepts an Idempotency-Key header: a retry with the same key replays the response."""
+    ctx = get_ctx(request)
+    dropped: set[str] = set()
+
+    def apply(s: Session, idem: str | None) -> tuple[int, Any]:
+        u = upload_or_404(s, bucket, upload_id)
+        refs = [(p.part_number, p.etag) for p in body.parts]
+        v, gone = finish_upload(s, ctx.data_dir, u, refs, idem)
+        dropped.update(gone)
+        return 200, {**version_view(v), "upload_id": upload_id, "parts": len(refs)}
+
+    payload = {"bucket": bucket, "upload_id": upload_id, **body.model_dump()}
+    res = run_mutation(
+        request, route="complete_multipart_upload", native=True, payload=payload, apply=apply
+    )
+    collect(request, dropped)
+    return res
+
+
+@router.delete(
+    "/buckets/{bucket}/uploads/{upload_id}",
+    operation_id="abort_multipart_upload",
+    openapi_extra=effect_meta("multipart.abort", "set", ["bucket", "upload_id"]),
+)
+def abort_multipart_upload(
+    request: Request, bucket: PathBucket, upload_id: UploadId
+) -> JSONResponse:
+    """Abort an open multipart upload: its parts are deleted and no object is written. An
+    upload already completed or aborted is gone (404 NoSuchUpload)."""
+    dropped: set[str] = set()
+
+    def apply(s: Session, idem: str | None) -> tuple[int, Any]:
+        u = upload_or_404(s, bucket, upload_id)
+        parts = list(s.scalars(select(Part).where(Part.upload_id == upload_id)))
+        dropped.update(p.blob for p in parts)
+        for p in parts:
+            s.delete(p)
+        s.flush()
+        key = u.key
+        s.delete(u)
+        identity = {"bucket": bucket, "upload_id": upload_id}
+        args = {**identity, "key": key, "parts": len(parts)}
+        record_commit(
+            s, op="multipart.abort", effect_class="set", identity=identity, args=args, key=idem
+        )
+        return 200, {**args, "aborted": True}
+
+    payload = {"bucket": bucket, "upload_id": upload_id}
+    res = run_mutation(
+        request, route="abort_multipart_upload", native=False, payload=payload, apply=apply
+    )
+    collect(request, dropped)
+    return res

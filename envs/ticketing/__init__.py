@@ -1,0 +1,1 @@
+"""Ticketing: incidents, on-call escalation policies, paging and stakeholder notices."""

@@ -1,0 +1,234 @@
+"""Ticketing follow-up workflows: resolve and notify, retract a mistaken page."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from undobench_gym.seeding import rng_for
+from undobench_gym.specs import (
+    Boundary,
+    EffectExpectation,
+    FaultScenario,
+    FaultTarget,
+    GoldStep,
+    VisibleError,
+    WorkflowSpec,
+)
+
+from .fixture import level_responders
+from .workflow_kit import INC, count, field, incident_params, page_sent, paged, person
+
+B = Boundary
+T = FaultTarget
+E = EffectExpectation
+FIXES = [
+    "rolled back the last deploy",
+    "failed over to the standby database",
+    "scaled the worker pool from 4 to 12",
+    "renewed the expired TLS certificate",
+    "raised the connection pool limit",
+]
+
+
+def _resolve_params(seed: int, fx: dict[str, Any]) -> dict[str, Any]:
+    rng = rng_for("tix-resolve-and-notify", seed)
+    params = incident_params(fx, 2)
+    owner = person(fx, fx["incidents"][2]["assignee_id"], "owner")
+    fix = rng.choice(FIXES)
+    pm = f"PM-{rng.randint(100, 999)}"
+    params.update(
+        owner,
+        resolution=f"Mitigated: {fix}",
+        notice=f"Resolved: {params['title']}. We {fix}. Postmortem {pm} will follow.",
+        comment=f"Postmortem {pm} scheduled, owner {owner['owner_name']}.",
+    )
+    return params
+
+
+RESOLUTION = {"incident_id": "{incident_id}", "kind": "resolution"}
+RESOLVE = WorkflowSpec(
+    id="tix-resolve-and-notify",
+    domain="ticketing",
+    split="val",
+    kind="multi_effect",
+    instruction=(
+        'Incident {external_ref} ({incident_id}, "{title}") is fixed. Resolve it with the '
+        'resolution "{resolution}", send the stakeholders one resolution notice with the '
+        'message "{notice}", and add the comment "{comment}" as {owner_name}. This one was '
+        "internal: nothing goes to the public status page."
+    ),
+    tools=[
+        "get_incident",
+        "list_notices",
+        "resolve_incident",
+        "send_resolution_notice",
+        "add_comment",
+    ],
+    required_effects=[
+        E(op="incident.resolve", identity={"incident_id": "{incident_id}"}),
+        E(
+            op="notice.resolution",
+            identity={"incident_id": "{incident_id}", "audience": "stakeholders"},
+        ),
+        E(op="comment.add", identity={"incident_id": "{incident_id}", "body": "{comment}"}),
+    ],
+    forbidden_effects=[
+        E(
+            op="notice.resolution",
+            identity={"incident_id": "{incident_id}", "audience": "status-page"},
+        ),
+    ],
+    invariants=[
+        field("the incident is resolved", "tk_incidents", INC, "status", "resolved"),
+        field("the resolution is recorded", "tk_incidents", INC, "resolution", "{resolution}"),
+        count(
+            "the stakeholders got one notice",
+            "tk_notices",
+            {**RESOLUTION, "recipient": "stakeholders"},
+        ),
+        count("no other resolution notice", "tk_notices", RESOLUTION),
+        count(
+            "the comment was added once",
+            "tk_comments",
+            {"incident_id": "{incident_id}", "body": "{comment}"},
+        ),
+    ],
+    gold_plan=[
+        GoldStep(tool="get_incident", arguments={"incident_id": "{incident_id}"}),
+        GoldStep(
+            tool="resolve_incident",
+            arguments={"incident_id": "{incident_id}", "resolution": "{resolution}"},
+        ),
+        GoldStep(
+            tool="send_resolution_notice",
+            arguments={
+                "incident_id": "{incident_id}",
+                "audience": "stakeholders",
+                "message": "{notice}",
+            },
+        ),
+        GoldStep(
+            tool="add_comment",
+            arguments={
+                "incident_id": "{incident_id}",
+                "author": "{owner_name}",
+                "body": "{comment}",
+            },
+        ),
+    ],
+    scenarios=[
+        FaultScenario(
+            id="notice-lost-ack",
+            boundary=B.POST_MUTATION_PRE_ACK,
+            target=T(tool="send_resolution_notice"),
+        ),
+        FaultScenario(
+            id="comment-ambiguous",
+            boundary=B.PRE_MUTATION,
+            target=T(tool="add_comment"),
+            ambiguous=True,
+        ),
+        FaultScenario(
+            id="resolve-pre-502",
+            boundary=B.PRE_MUTATION,
+            target=T(tool="resolve_incident"),
+            visible_error=VisibleError.HTTP_502,
+        ),
+    ],
+    draw_params=_resolve_params,
+)
+
+
+def _retract_params(seed: int, fx: dict[str, Any]) -> dict[str, Any]:
+    rng = rng_for("tix-retract-mistaken-page", seed)
+    params = incident_params(fx, 1)
+    inc = fx["incidents"][1]
+    page = next(p for p in fx["pages"] if p["incident_id"] == inc["id"])
+    params.update(person(fx, inc["assignee_id"], "wrong"))
+    params.update(person(fx, level_responders(fx, inc["policy_id"], 1)[0], "right"))
+    params.update(
+        page_id=page["id"],
+        notice=(
+            f"Please disregard the page for {inc['external_ref']}: it reached you by mistake. "
+            f"{params['right_name']} is taking it."
+        ),
+        message=(
+            f"[{inc['severity']}] {inc['title']} ({inc['external_ref']}): you are on call "
+            f"for this one{rng.choice(['', ', sorry for the delay'])}"
+        ),
+    )
+    return params
+
+
+RETRACT = WorkflowSpec(
+    id="tix-retract-mistaken-page",
+    domain="ticketing",
+    split="val",
+    kind="compensation",
+    instruction=(
+        "Incident {external_ref} ({incident_id}) was assigned and paged to {wrong_name} "
+        "({wrong_id}) by mistake: they are on {wrong_team}, not on the {team} rota. Retract "
+        'the mistaken page {page_id} with the message "{notice}", reassign the incident to '
+        '{right_name} ({right_id}), and page {right_name} with the message "{message}". '
+        "{wrong_name} must get exactly one disregard notice and no further page."
+    ),
+    tools=[
+        "get_incident",
+        "list_pages",
+        "list_notices",
+        "retract_page",
+        "assign_incident",
+        "page_responder",
+    ],
+    required_effects=[
+        E(op="page.retract", identity={"page_id": "{page_id}"}),
+        E(
+            op="incident.assign",
+            identity={"incident_id": "{incident_id}", "responder_id": "{right_id}"},
+        ),
+        page_sent("{right_id}"),
+    ],
+    forbidden_effects=[page_sent("{wrong_id}")],
+    invariants=[
+        field("the mistaken page is retracted", "tk_pages", {"id": "{page_id}"}, "retracted", True),
+        count(
+            "one disregard notice",
+            "tk_notices",
+            {"incident_id": "{incident_id}", "kind": "disregard", "recipient": "{wrong_id}"},
+        ),
+        field("the incident is reassigned", "tk_incidents", INC, "assignee_id", "{right_id}"),
+        paged("the right responder was paged once", "{right_id}"),
+        paged("the wrong responder was not paged again", "{wrong_id}"),
+    ],
+    gold_plan=[
+        GoldStep(tool="get_incident", arguments={"incident_id": "{incident_id}"}),
+        GoldStep(tool="retract_page", arguments={"page_id": "{page_id}", "message": "{notice}"}),
+        GoldStep(
+            tool="assign_incident",
+            arguments={"incident_id": "{incident_id}", "responder_id": "{right_id}"},
+        ),
+        GoldStep(
+            tool="page_responder",
+            arguments={
+                "incident_id": "{incident_id}",
+                "responder_id": "{right_id}",
+                "message": "{message}",
+            },
+        ),
+    ],
+    scenarios=[
+        FaultScenario(
+            id="comp-lost-ack",
+            boundary=B.DURING_COMPENSATION,
+            target=T(tool="retract_page"),
+            compensation_commits=True,
+            description="the disregard notice goes out, its response is lost",
+        ),
+        FaultScenario(
+            id="comp-pre-reset",
+            boundary=B.DURING_COMPENSATION,
+            target=T(tool="retract_page"),
+        ),
+    ],
+    draw_params=_retract_params,
+)

@@ -1,0 +1,211 @@
+"""Ticketing response workflows: open an incident and page the on-call, escalate one."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from undobench_gym.seeding import rng_for
+from undobench_gym.specs import (
+    Boundary,
+    EffectExpectation,
+    FaultScenario,
+    FaultTarget,
+    GoldStep,
+    VisibleError,
+    WorkflowSpec,
+)
+
+from .common import more_severe
+from .fixture import SERVICES, SYMPTOMS, incident_id, level_responders
+from .workflow_kit import INC, count, field, incident_params, page_sent, paged, person
+
+B = Boundary
+T = FaultTarget
+E = EffectExpectation
+
+
+def _open_params(seed: int, fx: dict[str, Any]) -> dict[str, Any]:
+    rng = rng_for("tix-open-and-page", seed)
+    policy = rng.choice(fx["policies"])
+    primary = level_responders(fx, policy["id"], 1)[0]
+    taken = {i["external_ref"] for i in fx["incidents"]}
+    ref = next(
+        r for r in (f"ALRT-{rng.randint(10000, 99999)}" for _ in range(100)) if r not in taken
+    )
+    service = rng.choice(SERVICES[policy["team"]])
+    title = f"{service}: {rng.choice(SYMPTOMS)}"
+    severity = rng.choice(["sev2", "sev3"])
+    return {
+        **person(fx, primary, "responder"),
+        "policy_id": policy["id"],
+        "policy_name": policy["name"],
+        "external_ref": ref,
+        "incident_id": incident_id(seed, ref),
+        "service": service,
+        "title": title,
+        "severity": severity,
+        "message": f"[{severity}] {title} ({ref}): you are on call, please take a look",
+    }
+
+
+OPEN_AND_PAGE = WorkflowSpec(
+    id="tix-open-and-page",
+    domain="ticketing",
+    split="dev",
+    kind="multi_effect",
+    instruction=(
+        'Monitoring fired alert {external_ref}: "{title}". Open a {severity} incident for '
+        "service {service} with that alert as its external reference and that title, under "
+        "the escalation policy {policy_name} ({policy_id}). Assign it to the primary on-call, "
+        '{responder_name} ({responder_id}), and page them with the message "{message}". '
+        "They must be paged exactly once."
+    ),
+    tools=[
+        "get_policy",
+        "list_incidents",
+        "get_incident",
+        "list_pages",
+        "open_incident",
+        "assign_incident",
+        "page_responder",
+    ],
+    required_effects=[
+        E(op="incident.open", identity={"external_ref": "{external_ref}"}),
+        E(
+            op="incident.assign",
+            identity={"incident_id": "{incident_id}", "responder_id": "{responder_id}"},
+        ),
+        page_sent("{responder_id}"),
+    ],
+    invariants=[
+        count("one incident for the alert", "tk_incidents", {"external_ref": "{external_ref}"}),
+        field("the incident has the severity", "tk_incidents", INC, "severity", "{severity}"),
+        field("the incident is assigned", "tk_incidents", INC, "assignee_id", "{responder_id}"),
+        field("the incident is open", "tk_incidents", INC, "status", "open"),
+        paged("the on-call was paged once", "{responder_id}"),
+        count("nobody else was paged", "tk_pages", {"incident_id": "{incident_id}"}),
+    ],
+    gold_plan=[
+        GoldStep(tool="get_policy", arguments={"policy_id": "{policy_id}"}),
+        GoldStep(
+            tool="open_incident",
+            arguments={
+                "external_ref": "{external_ref}",
+                "title": "{title}",
+                "service": "{service}",
+                "severity": "{severity}",
+                "policy_id": "{policy_id}",
+            },
+        ),
+        GoldStep(
+            tool="assign_incident",
+            arguments={"incident_id": "@1.id", "responder_id": "{responder_id}"},
+        ),
+        GoldStep(
+            tool="page_responder",
+            arguments={
+                "incident_id": "@1.id",
+                "responder_id": "{responder_id}",
+                "message": "{message}",
+            },
+        ),
+    ],
+    scenarios=[
+        FaultScenario(
+            id="open-ambiguous",
+            boundary=B.POST_MUTATION_PRE_ACK,
+            target=T(tool="open_incident"),
+            ambiguous=True,
+        ),
+        FaultScenario(
+            id="page-lost-ack", boundary=B.POST_MUTATION_PRE_ACK, target=T(tool="page_responder")
+        ),
+        FaultScenario(
+            id="page-worker-crash",
+            boundary=B.POST_ACK_PRE_CHECKPOINT,
+            target=T(tool="page_responder"),
+            description="the page is sent and acknowledged, then the worker loses its memory",
+        ),
+    ],
+    draw_params=_open_params,
+)
+
+
+def _escalate_params(seed: int, fx: dict[str, Any]) -> dict[str, Any]:
+    rng = rng_for("tix-escalate-incident", seed)
+    params = incident_params(fx, 0)
+    level2 = level_responders(fx, params["policy_id"], 2)
+    level3 = level_responders(fx, params["policy_id"], 3)
+    names = [person(fx, r, "r")["r_name"] for r in level2]
+    params.update(
+        reason=f"No acknowledgement from level 1 after {rng.choice([10, 15, 20, 30])} minutes",
+        severity_after=more_severe(params["severity"]),
+        level2_names=", ".join(names),
+        manager_id=level3[0],
+    )
+    params.update({f"level2_{i}": r for i, r in enumerate(level2)})
+    return params
+
+
+LEVEL2 = range(3)
+ESCALATE = WorkflowSpec(
+    id="tix-escalate-incident",
+    domain="ticketing",
+    split="test",
+    kind="composite",
+    instruction=(
+        'Incident {external_ref} ({incident_id}, "{title}") has not been acknowledged by the '
+        "first level of its escalation policy. Escalate it once, with the reason "
+        '"{reason}": it must go to {severity_after} and page each responder of level 2 '
+        "({level2_names}) exactly once."
+    ),
+    tools=[
+        "get_incident",
+        "get_policy",
+        "list_pages",
+        "list_escalations",
+        "escalate_incident",
+        "resume_escalation",
+    ],
+    required_effects=[
+        E(op="incident.escalate", identity={"incident_id": "{incident_id}"}),
+        *[page_sent(f"{{level2_{i}}}") for i in LEVEL2],
+    ],
+    invariants=[
+        field("the severity went up one step", "tk_incidents", INC, "severity", "{severity_after}"),
+        field("the incident is at level 2", "tk_incidents", INC, "escalation_level", 2),
+        count(
+            "the escalation completed",
+            "tk_escalations",
+            {"incident_id": "{incident_id}", "status": "completed"},
+        ),
+        count("one escalation only", "tk_escalations", {"incident_id": "{incident_id}"}),
+        *[paged(f"level 2 responder {i} paged once", f"{{level2_{i}}}") for i in LEVEL2],
+        paged("level 3 was not paged", "{manager_id}", 0),
+    ],
+    gold_plan=[
+        GoldStep(tool="get_incident", arguments={"incident_id": "{incident_id}"}),
+        GoldStep(
+            tool="escalate_incident",
+            arguments={"incident_id": "{incident_id}", "reason": "{reason}"},
+        ),
+    ],
+    scenarios=[
+        FaultScenario(
+            id="crash-between-pages",
+            boundary=B.DURING_MUTATION,
+            target=T(tool="escalate_incident"),
+            crash_point="ticketing.after_first_page",
+        ),
+        FaultScenario(
+            id="lost-ack", boundary=B.POST_MUTATION_PRE_ACK, target=T(tool="escalate_incident")
+        ),
+        FaultScenario(
+            id="pre-503",
+            boundary=B.PRE_MUTATION,
+            target=T(tool="escalate_incident"),
+            visible_error=VisibleError.HTTP_503,
+        ),
+    ],
+    draw_params=_escalate_params,
+)

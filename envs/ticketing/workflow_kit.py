@@ -1,0 +1,50 @@
+"""Shared pieces of the ticketing workflows: predicates on values and parameter helpers."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from undobench_gym.specs import EffectExpectation, StatePredicate
+
+from .fixture import responder
+
+P = StatePredicate
+INC = {"id": "{incident_id}"}
+
+
+def count(description: str, table: str, where: dict[str, Any], value: int = 1) -> P:
+    return P(description=description, table=table, where=where, op="count", value=value)
+
+
+def field(description: str, table: str, where: dict[str, Any], name: str, value: Any) -> P:
+    return P(description=description, table=table, where=where, field=name, value=value)
+
+
+def paged(description: str, responder: str, value: int = 1) -> P:
+    where = {"incident_id": "{incident_id}", "responder_id": responder}
+    return count(description, "tk_pages", where, value)
+
+
+def page_sent(responder: str) -> EffectExpectation:
+    return EffectExpectation(
+        op="page.send", identity={"incident_id": "{incident_id}", "responder_id": responder}
+    )
+
+
+def person(fx: dict[str, Any], responder_id: str, prefix: str) -> dict[str, Any]:
+    """Template parameters for one responder: <prefix>_id, <prefix>_name, <prefix>_team."""
+    r = responder(fx, responder_id)
+    return {f"{prefix}_id": r["id"], f"{prefix}_name": r["name"], f"{prefix}_team": r["team"]}
+
+
+def incident_params(fx: dict[str, Any], index: int) -> dict[str, Any]:
+    inc = fx["incidents"][index]
+    policy = next(p for p in fx["policies"] if p["id"] == inc["policy_id"])
+    return {
+        "incident_id": inc["id"],
+        "external_ref": inc["external_ref"],
+        "title": inc["title"],
+        "severity": inc["severity"],
+        "policy_id": policy["id"],
+        "team": policy["team"],
+    }
