@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import hashlib
 import os
+import uuid
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from datetime import UTC, datetime, timedelta
@@ -52,6 +53,8 @@ class ServiceContext:
     data_dir: Path = field(default_factory=Path)
     #: Bound ports, set by the server once it listens: {"public": p, "admin": a}.
     ports: dict[str, int] = field(default_factory=dict)
+    #: Identifies this server process (not part of any state dump).
+    instance: str = field(default_factory=lambda: uuid.uuid4().hex)
 
     @classmethod
     def open(cls, domain: DomainService, data_dir: Path) -> ServiceContext:

@@ -50,6 +50,9 @@ class IdempotencyRecord(Base):
     route: Mapped[str] = mapped_column(String(128), primary_key=True)
     payload_hash: Mapped[str] = mapped_column(String(64))
     state: Mapped[str] = mapped_column(String(16))  # in_flight | done
+    #: The server process that claimed the key: an in-flight claim of a process that has
+    #: since died (a crash restart) is not in flight any more and may be taken over.
+    owner: Mapped[str] = mapped_column(String(32), default="")
     status_code: Mapped[int | None] = mapped_column(Integer, nullable=True)
     body: Mapped[str | None] = mapped_column(Text, nullable=True)
 

@@ -121,7 +121,11 @@ def _claim(ctx: ServiceContext, key: str, route: str, digest: str) -> KeyClaim |
     with Session(ctx.engine) as s, s.begin():
         rec = s.get(IdempotencyRecord, (key, route))
         if rec is None:
-            s.add(IdempotencyRecord(key=key, route=route, payload_hash=digest, state="in_flight"))
+            s.add(
+                IdempotencyRecord(
+                    key=key, route=route, payload_hash=digest, state="in_flight", owner=ctx.instance
+                )
+            )
             return KeyClaim(key=key, route=route)
         if rec.payload_hash != digest:
             return JSONResponse(
@@ -130,6 +134,20 @@ def _claim(ctx: ServiceContext, key: str, route: str, digest: str) -> KeyClaim |
                     "error": {
                         "type": "idempotency_error",
                         "message": "Idempotency-Key was already used with a different payload",
+                    }
+                },
+            )
+        if rec.state == "in_flight" and rec.owner not in ("", ctx.instance):
+            # The process that claimed the key died mid-request (a crash restart). Re-running
+            # could repeat a half-applied composite, so say what happened instead.
+            return JSONResponse(
+                status_code=409,
+                content={
+                    "error": {
+                        "type": "idempotency_interrupted",
+                        "message": "The first request with this Idempotency-Key was interrupted "
+                        "before it finished and may have partly applied. Check the resource, "
+                        "then retry with a new key if it is still needed.",
                     }
                 },
             )

@@ -191,3 +191,27 @@ def test_wire_needs_the_matching_quote(service: Any) -> None:
     }
     assert p.post("/v1/wires", json=wire).status_code == 201
     assert p.post("/v1/wires", json={**wire, "amount": 999}).status_code == 400
+
+
+def test_key_of_a_crashed_request_is_reported_as_interrupted(service: Any) -> None:
+    import hashlib
+    import json
+
+    p, _, ctx = service
+    cust = p.get("/v1/customers").json()[0]["id"]
+    payload = {"customer_id": cust, "amount": 500, "currency": "usd", "description": "t"}
+    digest = hashlib.sha256(
+        json.dumps(payload, sort_keys=True, separators=(",", ":")).encode()
+    ).hexdigest()
+    with Session(ctx.engine) as s, s.begin():
+        s.add(
+            IdempotencyRecord(
+                key="died",
+                route="create_charge",
+                payload_hash=digest,
+                state="in_flight",
+                owner="a-process-that-crashed",
+            )
+        )
+    r = _charge(p, key="died")
+    assert r.status_code == 409 and r.json()["error"]["type"] == "idempotency_interrupted"
