@@ -12,21 +12,39 @@ from .specs import FaultScenario, WorkflowSpec
 
 
 class Agent(Protocol):
+    """What the harness drives. A task agent (an LLM, a user's policy) implements
+    `reset_task(info)` and sees only what a user would: `info["task"]`, `info["tools"]`,
+    `info["observation"]`. A harness agent that follows the gold plan (the scripted
+    baseline, the oracle-conformance perturbations) implements `reset(plan)` instead.
+    Optional: `checkpoint() -> state` and `restore(state)` for POST_ACK_PRE_CHECKPOINT."""
+
     name: str
 
-    def reset(self, plan: list[dict[str, Any]]) -> None: ...
-
     def act(self, observation: str) -> dict[str, Any] | str: ...
+
+
+def _start(agent: Any, plan: list[dict[str, Any]], info: dict[str, Any], obs: str) -> None:
+    if hasattr(agent, "reset_task"):
+        agent.reset_task(
+            {
+                "task": info["task"],
+                "tools": info["tools"],
+                "observation": obs,
+                "task_instance": info["task_instance"],
+            }
+        )
+    else:
+        agent.reset(plan)
 
 
 def run_episode(
     env: gym.Env[str, str], agent: Agent, *, seed: int, workflow: str, fault: str | None
 ) -> dict[str, Any]:
-    obs, _info = env.reset(seed=seed, options={"workflow": workflow, "fault": fault})
+    obs, reset_info = env.reset(seed=seed, options={"workflow": workflow, "fault": fault})
     initial = obs
     base: Any = env.unwrapped
     plan = base.gold_plan()
-    agent.reset(plan)
+    _start(agent, plan, reset_info, obs)
     checkpoint = agent.checkpoint() if hasattr(agent, "checkpoint") else None
     while True:
         action: Any = agent.act(obs)
@@ -41,7 +59,7 @@ def run_episode(
             if checkpoint is not None and hasattr(agent, "restore"):
                 agent.restore(checkpoint)
             else:
-                agent.reset(plan)
+                _start(agent, plan, reset_info, initial)
             obs = initial
 
 

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import importlib
 import json
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -73,17 +72,10 @@ def expand(
 
 
 def make_agent(spec: str) -> Agent:
-    if spec == "scripted":
-        from .agents.scripted import ScriptedAgent
+    from .agents.factory import make_agent as build
 
-        return ScriptedAgent()
-    if spec.startswith("python:"):
-        _, module, cls = spec.split(":", 2)
-        agent: Agent = getattr(importlib.import_module(module), cls)()
-        return agent
-    raise UndoBenchError(
-        f"agent {spec!r} is not available yet; use 'scripted' or 'python:MODULE:CLASS'"
-    )
+    agent: Agent = build(spec)
+    return agent
 
 
 def _error_episode(message: str) -> dict[str, Any]:
