@@ -8,7 +8,8 @@ from typing import Any
 from undobench_gym.errors import UndoBenchError
 
 
-def make_agent(spec: str) -> Any:
+def make_agent(spec: str, framework: str | None = None) -> Any:
+    """`framework` (F1 native tool calls, F2 ReAct text) applies to LLM agents."""
     if spec == "scripted":
         from .scripted import ScriptedAgent
 

@@ -89,6 +89,7 @@ def _run(args: argparse.Namespace) -> int:
     summary = run_sweep(
         trials,
         agent_spec=args.agent,
+        framework=args.framework,
         runtime=args.runtime,
         out=out,
         resume=args.resume,

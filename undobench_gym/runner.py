@@ -71,10 +71,10 @@ def expand(
     return out
 
 
-def make_agent(spec: str) -> Agent:
+def make_agent(spec: str, framework: str | None = None) -> Agent:
     from .agents.factory import make_agent as build
 
-    agent: Agent = build(spec)
+    agent: Agent = build(spec, framework=framework)
     return agent
 
 
@@ -100,7 +100,14 @@ def _error_episode(message: str) -> dict[str, Any]:
     }
 
 
-def _error_record(t: TrialSpec, agent: str, runtime: str, message: str) -> dict[str, Any]:
+def _error_record(
+    t: TrialSpec,
+    agent: str,
+    runtime: str,
+    message: str,
+    model: str | None = None,
+    framework: str | None = None,
+) -> dict[str, Any]:
     return {
         "pair_id": t.pair_id(agent),
         "workflow": t.workflow.id,
@@ -110,8 +117,8 @@ def _error_record(t: TrialSpec, agent: str, runtime: str, message: str) -> dict[
         "seed": t.seed,
         "method": t.method,
         "agent": agent,
-        "model": None,
-        "framework": None,
+        "model": model,
+        "framework": framework,
         "runtime": runtime,
         "scenario": t.scenario.id,
         "boundary": t.scenario.boundary.value,
@@ -158,6 +165,7 @@ def run_sweep(
     max_steps: int = 20,
     progress: bool = True,
     on_trial: Callable[[dict[str, Any]], None] | None = None,
+    framework: str | None = None,
 ) -> dict[str, Any]:
     from .agents.methods import server_idempotency_for, wrap
     from .evaluation.report import write_reports
@@ -168,7 +176,9 @@ def run_sweep(
             f"{trials_path} already has trials: pass --resume to continue it, "
             "or choose another --out"
         )
-    agent = make_agent(agent_spec)
+    agent = make_agent(agent_spec, framework)
+    model: str | None = getattr(agent, "model", None)
+    framework = framework or getattr(agent, "framework", None)
     envs = _Envs(runtime, max_steps)
     columns = (
         TextColumn("{task.description}"),
@@ -194,6 +204,8 @@ def run_sweep(
                             seed=t.seed,
                             method=t.method,
                             runtime=runtime,
+                            model=model,
+                            framework=framework,
                         )
                         break
                     except (StackStartError, StackUnhealthyError) as exc:
@@ -206,7 +218,12 @@ def run_sweep(
                     envs.discard(t.workflow.domain, idem)
                     if attempt == 1:
                         record = _error_record(
-                            t, agent.name, runtime, f"{type(failure).__name__}: {failure}"
+                            t,
+                            agent.name,
+                            runtime,
+                            f"{type(failure).__name__}: {failure}",
+                            model,
+                            framework,
                         )
                 assert record is not None
                 writer.write(record)
