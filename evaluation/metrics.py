@@ -21,9 +21,6 @@ from .errors import Unsupported
 from .outcomes import unobserved_mutations
 from .stats import cluster_bootstrap, ratio, wilson
 
-__all__ = ["BOOTSTRAP_RESAMPLES", "BOOTSTRAP_SEED", "INDICATORS", "bootstrap", "metrics"]
-__all__ += ["pass_k", "rate", "wilson"]
-
 Pair = dict[str, Any]
 BOOTSTRAP_RESAMPLES = 4000
 BOOTSTRAP_SEED = 20261201
@@ -133,15 +130,15 @@ def intervals(
     metric: str,
     resamples: int = BOOTSTRAP_RESAMPLES,
     seed: int = BOOTSTRAP_SEED,
+    flags: tuple[list[tuple[int, int]], dict[str, int]] | None = None,
 ) -> dict[str, Any]:
     """bootstrap (percentile), bca and empty_resamples of one rate over `pairs`."""
     none = {"bootstrap": None, "bca": None, "empty_resamples": None}
-    flags, missing = _flags(pairs, metric)
-    if not pairs or missing or not any(d for _, d in flags):
+    per_pair, missing = flags or _flags(pairs, metric)
+    if not pairs or missing or not any(d for _, d in per_pair):
         return none
-    res = cluster_bootstrap(
-        _cluster_values(pairs, flags), ratio, resamples=resamples, seed=seed
-    )
+    values = _cluster_values(pairs, per_pair)
+    res = cluster_bootstrap(values, ratio, resamples=resamples, seed=seed)
     return {"bootstrap": res.percentile, "bca": res.bca, "empty_resamples": res.empty}
 
 
@@ -154,7 +151,7 @@ def bootstrap(
 
 
 def rate(pairs: list[Pair], metric: str) -> dict[str, Any]:
-    flags, missing = _flags(pairs, metric)
+    flags, missing = computed = _flags(pairs, metric)
     num = sum(n for n, d in flags if d >= 0)
     den = sum(d for _, d in flags if d >= 0)
     unsupported = sum(missing.values())
@@ -174,7 +171,7 @@ def rate(pairs: list[Pair], metric: str) -> dict[str, Any]:
     if value is None:
         out.update(bootstrap=None, bca=None, empty_resamples=None)
     else:
-        out.update(intervals(pairs, metric))
+        out.update(intervals(pairs, metric, flags=computed))
     out.update(unsupported=unsupported, reason=reason)
     return out
 

@@ -35,6 +35,7 @@ LONG_COLUMNS = (
 )
 HEADLINE = ("control_rate", "rsr", "crsr", "der", "mer", "eor", "unknown_outcome_rate")
 PASS_K_SHOWN = (1, 2, 3, 5, 10, 20)
+CROSS = ("control_rate", "crsr", "der")
 
 
 def _cell(value: Any) -> str:
@@ -45,11 +46,11 @@ def _cell(value: Any) -> str:
 
 
 def _ci(ci: list[float] | None) -> str:
-    return "–" if ci is None else f"[{ci[0]:.3f}, {ci[1]:.3f}]"
+    return "-" if ci is None else f"[{ci[0]:.3f}, {ci[1]:.3f}]"
 
 
 def _p(p: float | None) -> str:
-    return "–" if p is None else f"{p:.4g}"
+    return "-" if p is None else f"{p:.4g}"
 
 
 def _rows(summary: dict[str, Any]) -> list[tuple[str, str, dict[str, Any]]]:
@@ -80,20 +81,21 @@ def _write_csvs(out: Path, summary: dict[str, Any]) -> None:
 
 
 def _cross(pairs: list[Pair], key: str) -> list[str]:
-    """CRSR by method and `key`, with intervals."""
+    """Competence, recovery and duplicates by method and `key`, with intervals."""
     cells: dict[tuple[str, str], list[Pair]] = {}
     for p in pairs:
         cells.setdefault((str(p.get("method")), str(p.get(key))), []).append(p)
     lines = [
-        f"| method | {key} | D | C | CRSR | Wilson | cluster bootstrap | BCa |",
+        f"| method | {key} | metric | value | num/den | Wilson | cluster bootstrap | BCa |",
         "|---|---|---|---|---|---|---|---|",
     ]
     for (method, value), cell in sorted(cells.items()):
-        r = rate(cell, "crsr")
-        lines.append(
-            f"| {method} | {value} | {r['den']} | {r['num']} | {_cell(r)} | {_ci(r['wilson'])} "
-            f"| {_ci(r['bootstrap'])} | {_ci(r['bca'])} |"
-        )
+        for metric in CROSS:
+            r = rate(cell, metric)
+            lines.append(
+                f"| {method} | {value} | {metric} | {_cell(r)} | {r['num']}/{r['den']} "
+                f"| {_ci(r['wilson'])} | {_ci(r['bootstrap'])} | {_ci(r['bca'])} |"
+            )
     return lines
 
 
@@ -128,7 +130,7 @@ def _markdown(trials: list[Pair], summary: dict[str, Any], plots: list[Path]) ->
         lines += ["", "Null overall: " + "; ".join(f"`{k}` ({why})" for k, why in nulls) + "."]
     for key in ("model", "boundary"):
         if len({str(p.get(key)) for p in valid}) > 1 or key == "boundary":
-            lines += ["", f"## CRSR by method and {key}", "", *_cross(valid, key)]
+            lines += ["", f"## By method and {key}", "", *_cross(valid, key)]
     if summary["contrasts"]:
         lines += [
             "",
@@ -166,7 +168,7 @@ def _markdown(trials: list[Pair], summary: dict[str, Any], plots: list[Path]) ->
             cells = []
             for k in ks:
                 e = v["k"].get(str(k))
-                cells.append("–" if e is None else f"{e['fault']:.3f} ({e['control']:.3f})")
+                cells.append("-" if e is None else f"{e['fault']:.3f} ({e['control']:.3f})")
             lines.append(f"| {method} | {v['tasks']} | " + " | ".join(cells) + " |")
     if plots:
         lines += ["", "## Plots", ""] + [f"![{p.stem}]({p.name})" for p in plots]

@@ -31,7 +31,7 @@ from .metrics import (
     metrics,
     pass_k,
 )
-from .stats import cluster_bootstrap, mcnemar, paired_permutation_p, ratio_diff
+from .stats import cluster_bootstrap, mcnemar, paired_permutation_p, ratio_diff, sig
 
 GROUPS = {
     "method": "method",
@@ -41,7 +41,7 @@ GROUPS = {
     "boundary": "boundary",
     "domain": "domain",
 }
-CONTRAST_METRICS = ("rsr", "der")
+CONTRAST_METRICS = ("rsr", "crsr", "der")
 TOST_MARGIN = 0.10
 MATCH_KEYS = ("workflow", "scenario", "seed", "model", "framework", "agent")
 
@@ -72,7 +72,7 @@ def _counts(pairs: list[Pair], metric: str) -> tuple[int, int] | None:
 
 
 def _finite(x: float | None) -> float | None:
-    return None if x is None or not math.isfinite(x) else round(float(x), 6)
+    return None if x is None or not math.isfinite(x) else sig(x)
 
 
 def _unit(p: Pair) -> str:
@@ -152,7 +152,7 @@ def contrasts(pairs: list[Pair], resamples: int = BOOTSTRAP_RESAMPLES) -> list[d
         adjusted = iter(multipletests(ps, method="holm")[1])
         for c in out:
             if c["p"] is not None:
-                c["p_holm"] = round(float(next(adjusted)), 6)
+                c["p_holm"] = sig(next(adjusted))
     return out
 
 
@@ -170,7 +170,10 @@ def tost(pairs: list[Pair], margin: float = TOST_MARGIN) -> dict[str, Any]:
         "comparisons": [],
     }
     for other in names[1:]:
-        ca, cb = _counts(by_method[other], "control_rate"), _counts(by_method[names[0]], "control_rate")
+        ca, cb = (
+            _counts(by_method[other], "control_rate"),
+            _counts(by_method[names[0]], "control_rate"),
+        )
         assert ca is not None and cb is not None  # control success is always recorded
         (xa, na), (xb, nb) = ca, cb
         with warnings.catch_warnings():

@@ -347,6 +347,9 @@ def build_parser() -> argparse.ArgumentParser:
     g = sub.add_parser("gc", help="remove leftover containers, networks, volumes (by label)")
     g.set_defaults(func=_gc)
 
+    from .evaluation.commands import register
+
+    register(sub)
     return p
 
 

@@ -327,13 +327,14 @@ class UndoBenchEnv(gym.Env[str, str]):
     def _committed_call_indexes(ep: dict[str, Any], wire: dict[str, Any]) -> set[int]:
         """Positions (0-based, among the env's calls) whose mutation reached the service and
         succeeded, as the wire saw it, lost acknowledgements included."""
+        # The env is the stack's only client and calls one at a time, so its k-th call is
+        # the proxy's global call index k: match by index, not by position in the log.
+        by_index = {e["index"]: e for e in wire["events"] if e.get("index") is not None}
         out = set()
-        events = sorted(
-            (e for e in wire["events"] if e.get("index") is not None), key=lambda e: e["index"]
-        )
-        for i, event in enumerate(events):
-            status = event.get("upstream_status") or event.get("status")
-            if i < len(ep["calls"]) and status is not None and 200 <= status < 300:
+        for i in range(len(ep["calls"])):
+            event = by_index.get(i + 1)
+            status = None if event is None else event.get("upstream_status") or event.get("status")
+            if status is not None and 200 <= status < 300:
                 out.add(i)
         return out
 

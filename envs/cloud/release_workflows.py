@@ -216,6 +216,9 @@ CUTOVER = WorkflowSpec(
             {"change_id": "{change_id}", "status": "completed"},
         ),
         field("green runs the release", "cl_deployments", GREEN, "image", "{image}"),
+        field(
+            "green has the replicas asked for", "cl_deployments", GREEN, "replicas", "{replicas}"
+        ),
         field("green is healthy", "cl_deployments", GREEN, "health", "healthy"),
         revision("{revision_after}"),
         count("green is in the catalog", "cl_endpoints", {"deployment_id": "{green_id}"}),

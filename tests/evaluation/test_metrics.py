@@ -226,7 +226,10 @@ def test_fired_rate() -> None:
 
 def test_fired_rate_is_null_when_not_recorded() -> None:
     # fault_fired null on a fault episode means "unknown" (imported rows), not "did not fire".
-    pairs = [trial(True, episode(True, fault_fired=True)), trial(True, episode(True, fault_fired=None))]
+    pairs = [
+        trial(True, episode(True, fault_fired=True)),
+        trial(True, episode(True, fault_fired=None)),
+    ]
     r = metrics(pairs)["fired_rate"]
     assert r["value"] is None and r["wilson"] is None and r["bootstrap"] is None
     assert r["unsupported"] == 1 and "fault_fired" in r["reason"]

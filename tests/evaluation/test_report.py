@@ -6,9 +6,12 @@ import csv
 import json
 from pathlib import Path
 
-from undobench_gym.evaluation.report import write_reports
+import pytest
+from undobench_gym.evaluation.plots import PLOTS
+from undobench_gym.evaluation.report import LONG_COLUMNS, write_reports
 from undobench_gym.evaluation.summary import summarize
 
+from undobench_gym.cli import main
 from undobench_gym.trials import TrialWriter, read_trials
 
 from .factories import episode, method_arm, trial
@@ -28,6 +31,7 @@ COLUMNS = [
     "eor_cond",
     "fired_rate",
     "abstention_rate",
+    "unknown_outcome_rate",
 ]
 
 
@@ -47,7 +51,7 @@ def _write(path: Path, pairs: list[dict]) -> None:
 def test_write_reports(tmp_path: Path) -> None:
     pairs = _run_pairs()
     _write(tmp_path / "trials.jsonl", pairs)
-    returned = write_reports(tmp_path)
+    returned = write_reports(tmp_path, plots=False)
 
     summary = json.loads((tmp_path / "summary.json").read_text())
     expected = summarize(read_trials(tmp_path / "trials.jsonl"))
@@ -83,13 +87,67 @@ def test_write_reports(tmp_path: Path) -> None:
 def test_write_reports_renders_null_rates(tmp_path: Path) -> None:
     pairs = [trial(False, True, pair_id=f"p{i}", workflow=f"wf{i % 2}") for i in range(4)]
     _write(tmp_path / "trials.jsonl", pairs)
-    summary = write_reports(tmp_path)
+    summary = write_reports(tmp_path, plots=False)
     assert summary["overall"]["crsr"]["value"] is None
     assert json.loads((tmp_path / "summary.json").read_text())["overall"]["crsr"]["value"] is None
     with (tmp_path / "metrics.csv").open(newline="") as fh:
         rows = list(csv.DictReader(fh))
     assert rows[0]["crsr"] == "null"
     assert "contrasts" not in (tmp_path / "report.md").read_text().lower()
+
+
+def test_summary_csv_is_the_long_table(tmp_path: Path) -> None:
+    _write(tmp_path / "trials.jsonl", _run_pairs())
+    summary = write_reports(tmp_path, plots=False)
+    with (tmp_path / "summary.csv").open(newline="") as fh:
+        rows = list(csv.DictReader(fh))
+    assert list(rows[0]) == list(LONG_COLUMNS)
+    groups = 1 + sum(len(v) for v in summary["by"].values())
+    assert len(rows) == groups * 11
+    crsr = next(
+        r for r in rows if r["group"] == "method" and r["value"] == "B0" and r["metric"] == "crsr"
+    )
+    m = summary["by"]["method"]["B0"]["crsr"]
+    assert float(crsr["estimate"]) == m["value"]
+    assert [float(crsr["bca_lo"]), float(crsr["bca_hi"])] == m["bca"]
+    assert [float(crsr["bootstrap_lo"]), float(crsr["bootstrap_hi"])] == m["bootstrap"]
+
+
+def test_report_md_sections(tmp_path: Path) -> None:
+    _write(tmp_path / "trials.jsonl", _run_pairs())
+    write_reports(tmp_path, plots=False)
+    report = (tmp_path / "report.md").read_text()
+    for heading in (
+        "## Intervals (95%) by method",
+        "## By method and boundary",
+        "## Method contrasts",
+        "## Equivalence of competence (TOST, margin ±0.10)",
+        "## pass^k over seeds",
+    ):
+        assert heading in report, heading
+    assert "## Plots" not in report
+
+
+def test_plots_are_pngs(tmp_path: Path) -> None:
+    _write(tmp_path / "trials.jsonl", _run_pairs())
+    write_reports(tmp_path)
+    for name in PLOTS:
+        data = (tmp_path / name).read_bytes()
+        assert data.startswith(b"\x89PNG\r\n\x1a\n") and len(data) > 5000, name
+        assert f"]({name})" in (tmp_path / "report.md").read_text()
+
+
+def test_cli_report_json_and_tost_margin(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    _write(tmp_path / "trials.jsonl", _run_pairs())
+    assert main(["report", str(tmp_path), "--json", "--no-plots", "--tost-margin", "0.05"]) == 0
+    printed = json.loads(capsys.readouterr().out)
+    assert printed == json.loads((tmp_path / "summary.json").read_text())
+    assert printed["tost"]["margin"] == 0.05
+    with pytest.raises(SystemExit):
+        main(["report", str(tmp_path), "--tost-margin", "2"])
+    assert "proportion" in capsys.readouterr().err
 
 
 # --- TrialWriter / read_trials -------------------------------------------------------------

@@ -115,9 +115,11 @@ def test_holm_adjustment_over_all_contrasts() -> None:
     )
     pairs.append(trial(True, episode(False, duplicates=1), method="B0", workflow="wf0"))
     out = contrasts(pairs)
-    # 3 method pairs x 2 metrics (rsr, der).
+    # 3 method pairs x 3 metrics (rsr, crsr, der).
     assert {(c["metric"], c["a"], c["b"]) for c in out} == {
-        (m, a, b) for m in ("rsr", "der") for a, b in (("B0", "B1"), ("B0", "B2"), ("B1", "B2"))
+        (m, a, b)
+        for m in ("rsr", "crsr", "der")
+        for a, b in (("B0", "B1"), ("B0", "B2"), ("B1", "B2"))
     }
     ps = [c["p"] for c in out]
     expected = multipletests(ps, method="holm")[1]
@@ -192,3 +194,60 @@ def test_summary_of_nothing() -> None:
     assert all(v == {} for v in s["by"].values())
     assert s["contrasts"] == []
     assert s["tost"]["reference"] is None and s["tost"]["comparisons"] == []
+
+
+# --- paired tests, McNemar and the TOST margin ------------------------------------------
+
+
+def test_mcnemar_matches_pairs_by_workflow_scenario_seed() -> None:
+    # Same tasks and seeds; B2 fixes exactly the seeds B0 fails (4 of 40), breaks none.
+    pairs = method_arm("B0", [4, 4, 4, 4, 4, 4, 4, 4], 5) + method_arm("B2", [5] * 8, 5)
+    c = _contrast(contrasts(pairs), "rsr", "B0", "B2")
+    assert c["mcnemar"] == {"matched": 40, "a_only": 0, "b_only": 8, "exact": True}
+    assert c["p_mcnemar"] == pytest.approx(2 / 2**8, abs=1e-6)
+    # The cluster-level test: all 8 tasks differ one way, 2 / 2**8 as well.
+    assert c["p"] == pytest.approx(2 / 2**8, abs=1e-6)
+    assert c["clusters"] == 8
+
+
+def test_mcnemar_ignores_unmatched_and_ambiguous_pairs() -> None:
+    pairs = method_arm("B0", [5, 5], 5) + method_arm("B2", [5, 5], 5)
+    pairs.append(trial(True, False, method="B0", workflow="wf0", seed=99))  # no partner
+    pairs.append(trial(True, False, method="B2", workflow="wf1", seed=0))  # key twice in B2
+    c = _contrast(contrasts(pairs), "rsr", "B0", "B2")
+    assert c["mcnemar"]["matched"] == 9
+
+
+def test_ties_at_zero_do_not_inflate_the_cluster_p() -> None:
+    # Eight tasks tie at zero difference, two differ in the same direction: the exact
+    # swap test gives 2 / 2**2 = 0.5, and adding more tied tasks leaves it there.
+    base = [3, 2, 4, 1, 5, 2, 3, 0]
+    a = method_arm("B0", [*base, 0, 0], 5)
+    b = method_arm("B1", [*base, 5, 5], 5)
+    c = _contrast(contrasts(a + b), "rsr", "B0", "B1")
+    assert c["p"] == pytest.approx(0.5)
+    a2 = method_arm("B0", [*base, *base, 0, 0], 5)
+    b2 = method_arm("B1", [*base, *base, 5, 5], 5)
+    assert _contrast(contrasts(a2 + b2), "rsr", "B0", "B1")["p"] == pytest.approx(0.5)
+
+
+def test_contrast_skips_metrics_the_rows_cannot_support() -> None:
+    pairs = method_arm("B0", [3, 2], 5) + method_arm("B2", [5, 4], 5)
+    for p in pairs:
+        p["fault"]["effects"]["duplicates"] = None
+    out = contrasts(pairs)
+    assert {c["metric"] for c in out} == {"rsr", "crsr"}
+
+
+def test_tost_margin_is_a_parameter() -> None:
+    ctrl = [40] * 8
+    pairs = method_arm("B0", [25] * 8, 50, control_successes_per_workflow=ctrl) + method_arm(
+        "B5", [10] * 8, 50, control_successes_per_workflow=[39] * 8
+    )
+    # control rates 0.80 vs 0.78: equivalent within ±10 pp, not within ±2 pp.
+    assert tost(pairs)["comparisons"][0]["equivalent"] is True
+    narrow = summarize(pairs, tost_margin=0.02)["tost"]
+    assert narrow["margin"] == 0.02
+    assert narrow["comparisons"][0]["equivalent"] is False
+    with pytest.raises(ValueError):
+        tost(pairs, margin=0)

@@ -1,0 +1,106 @@
+"""What an episode's transcript says about outcomes the agent saw, or never saw.
+
+An *unobserved outcome*: the agent issued a mutating call, got back something that does not
+say whether the mutation happened (a transport error: reset, timeout, lost response; or a
+5xx), and then stopped without ever learning more. It learns more by
+
+- repeating the same call (same tool, same arguments, an idempotency key aside) and
+  getting a definite answer (any status below 500: a 2xx, a replay, a 409 conflict), or
+- making any later read-only call that gets a definite answer (a get/list/head through the
+  proxy). We cannot tell *what* a read verified, so any successful read counts: the rate
+  is a lower bound on blind give-ups, never inflated by verification we failed to credit.
+
+Read-only-ness comes from the episode's own wire log (the proxy classifies each request by
+route); for a tool the wire never saw, the domain catalogue decides.
+"""
+
+from __future__ import annotations
+
+import json
+from functools import cache
+from typing import Any
+
+from .errors import Unsupported
+
+Episode = dict[str, Any]
+
+
+def _definite(obs: dict[str, Any]) -> bool:
+    if isinstance(obs.get("error"), dict) and obs["error"].get("type") == "transport":
+        return False
+    status = obs.get("status")
+    return isinstance(status, int) and status < 500
+
+
+@cache
+def _catalog_read_only(domain: str) -> dict[str, bool]:
+    try:
+        from undobench_gym.catalog import domain as load_domain
+
+        return {name: t.read_only for name, t in load_domain(domain).tools.items()}
+    except Exception:  # an unknown or broken domain: classify from the wire only
+        return {}
+
+
+def _read_only_map(episode: Episode) -> dict[str, bool]:
+    out: dict[str, bool] = {}
+    for event in episode.get("wire") or []:
+        if event.get("tool"):
+            out[str(event["tool"])] = bool(event.get("read_only"))
+    return out
+
+
+def _is_read_only(tool: str, wire: dict[str, bool], domain: str | None) -> bool:
+    if tool in wire:
+        return wire[tool]
+    return bool(domain) and _catalog_read_only(str(domain)).get(tool, False)
+
+
+def _identity(action: Any) -> str:
+    if not isinstance(action, dict):
+        return repr(action)
+    args = action.get("arguments")
+    if isinstance(args, dict):
+        args = {k: v for k, v in args.items() if k != "idempotency_key"}
+    return json.dumps([action.get("tool"), args], sort_keys=True, default=str)
+
+
+def unobserved_mutations(episode: Episode, domain: str | None = None) -> list[str]:
+    """Identities of mutating calls whose outcome the agent never observed (see module doc).
+    Raises Unsupported when the episode has no transcript."""
+    transcript = episode.get("transcript")
+    if transcript is None:
+        raise Unsupported("transcript")
+    wire = _read_only_map(episode)
+    pending: dict[str, None] = {}
+    for entry in transcript:
+        obs = entry.get("observation")
+        if not isinstance(obs, dict) or "tool" not in obs:
+            continue  # not an HTTP call: an invalid action, or finish
+        tool = str(obs["tool"])
+        ident = _identity(entry.get("action"))
+        if _is_read_only(tool, wire, domain):
+            if _definite(obs):
+                pending.clear()
+            continue
+        if _definite(obs):
+            pending.pop(ident, None)
+        else:
+            pending[ident] = None
+    return list(pending)
+
+
+def faulted_position(episode: Episode) -> int | None:
+    """0-based transcript position of the call the fault hit, from the proxy's call index."""
+    record = episode.get("fault") or {}
+    index = record.get("index")
+    if not episode.get("fault_fired") or index is None:
+        return None
+    n = 0
+    for pos, entry in enumerate(episode.get("transcript") or []):
+        obs = entry.get("observation")
+        if isinstance(obs, dict) and "tool" in obs:
+            n += 1
+            if n == index:
+                return pos
+    return None

@@ -1,0 +1,166 @@
+"""PNG plots of a run (matplotlib, Agg backend: no display needed).
+
+- crsr_by_method_boundary.png: CRSR per method and fault boundary, with the task-clustered
+  bootstrap interval (Wilson where the bootstrap is undefined);
+- competence_vs_recovery.png: per task and method, control rate (competence) against
+  CRSR (recovery given competence);
+- effect_layers.png: mean physical / committed / semantic effects per fault run, per method.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+from .metrics import INDICATORS, Pair, is_infra_error, rate
+
+PLOTS = ("crsr_by_method_boundary.png", "competence_vs_recovery.png", "effect_layers.png")
+LAYERS = ("physical", "committed", "semantic")
+
+
+def _pyplot() -> Any:
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    return plt
+
+
+def _group(pairs: list[Pair], *keys: str) -> dict[tuple[str, ...], list[Pair]]:
+    out: dict[tuple[str, ...], list[Pair]] = {}
+    for p in pairs:
+        out.setdefault(tuple(str(p.get(k)) for k in keys), []).append(p)
+    return dict(sorted(out.items()))
+
+
+def _point(pairs: list[Pair], metric: str) -> float | None:
+    num = den = 0
+    for p in pairs:
+        n, d = INDICATORS[metric](p)
+        num, den = num + int(n and d), den + int(d)
+    return num / den if den else None
+
+
+def _empty(ax: Any, text: str) -> None:
+    ax.text(0.5, 0.5, text, ha="center", va="center", transform=ax.transAxes)
+    ax.set_xticks([])
+    ax.set_yticks([])
+
+
+def _crsr(plt: Any, pairs: list[Pair], path: Path) -> None:
+    cells = _group(pairs, "method", "boundary")
+    methods = sorted({m for m, _ in cells})
+    boundaries = sorted({b for _, b in cells})
+    fig, ax = plt.subplots(figsize=(max(6.0, 1.4 * len(methods) * max(1, len(boundaries))), 4.5))
+    width = 0.8 / max(1, len(boundaries))
+    drawn = False
+    for j, boundary in enumerate(boundaries):
+        xs, ys, lo, hi = [], [], [], []
+        for i, method in enumerate(methods):
+            if (method, boundary) not in cells:
+                continue
+            r = rate(cells[(method, boundary)], "crsr")
+            if r["value"] is None:
+                continue
+            ci = r["bootstrap"] or r["wilson"]
+            xs.append(i + (j - (len(boundaries) - 1) / 2) * width)
+            ys.append(r["value"])
+            lo.append(max(0.0, r["value"] - ci[0]))
+            hi.append(max(0.0, ci[1] - r["value"]))
+        if xs:
+            drawn = True
+            ax.bar(xs, ys, width * 0.9, yerr=[lo, hi], capsize=3, label=boundary)
+            for x, y in zip(xs, ys, strict=True):  # a zero-height bar is still a result
+                ax.annotate(
+                    f"{y:.2f}",
+                    (x, y),
+                    ha="left",
+                    va="bottom",
+                    fontsize=7,
+                    xytext=(3, 2),
+                    textcoords="offset points",
+                )
+    if drawn:
+        ax.set_xticks(range(len(methods)), methods)
+        ax.set_ylim(0, 1.05)
+        ax.set_ylabel("CRSR = C / D (95% task-clustered bootstrap)")
+        ax.legend(title="boundary", fontsize="small")
+    else:
+        _empty(ax, "CRSR undefined: no control succeeded")
+    ax.set_title("Conditional recovery success by method and boundary")
+    fig.tight_layout()
+    fig.savefig(path, dpi=110)
+    plt.close(fig)
+
+
+def _competence(plt: Any, pairs: list[Pair], path: Path) -> None:
+    fig, ax = plt.subplots(figsize=(6.5, 5.5))
+    by_method = _group(pairs, "method")
+    markers = "os^DvP*X"
+    for m, ((method,), group) in enumerate(by_method.items()):
+        dx = 0.012 * (m - (len(by_method) - 1) / 2)  # methods often coincide: spread them
+        pts = []
+        for (task,), cell in _group(group, "workflow").items():
+            x, y = _point(cell, "control_rate"), _point(cell, "crsr")
+            if x is not None and y is not None:
+                pts.append((x + dx, y, task))
+        if pts:
+            ax.scatter(
+                [p[0] for p in pts],
+                [p[1] for p in pts],
+                label=method,
+                alpha=0.75,
+                marker=markers[m % len(markers)],
+            )
+            if len(by_method) == 1:
+                for x, y, task in pts:
+                    ax.annotate(task, (x, y), fontsize=6, alpha=0.7)
+    ax.plot([0, 1], [0, 1], color="grey", lw=0.8, ls="--")
+    ax.set_xlim(-0.03, 1.03)
+    ax.set_ylim(-0.03, 1.03)
+    ax.set_xlabel("competence: control success rate")
+    ax.set_ylabel("recovery: CRSR")
+    ax.set_title("Competence vs recovery, one point per task and method")
+    if by_method:
+        ax.legend(title="method", fontsize="small")
+    fig.tight_layout()
+    fig.savefig(path, dpi=110)
+    plt.close(fig)
+
+
+def _layers(plt: Any, pairs: list[Pair], path: Path) -> None:
+    by_method = _group(pairs, "method")
+    fig, ax = plt.subplots(figsize=(max(6.0, 1.2 * len(by_method)), 4.5))
+    width = 0.8 / len(LAYERS)
+    drawn = False
+    for j, layer in enumerate(LAYERS):
+        xs, ys = [], []
+        for i, group in enumerate(by_method.values()):
+            values = [p["fault"]["effects"].get(layer) for p in group]
+            if values and all(v is not None for v in values):
+                xs.append(i + (j - 1) * width)
+                ys.append(sum(values) / len(values))
+        if xs:
+            drawn = True
+            ax.bar(xs, ys, width * 0.9, label=layer)
+    if drawn:
+        ax.set_xticks(range(len(by_method)), [m for (m,) in by_method])
+        ax.set_ylabel("mean per fault run")
+        ax.legend(title="effect layer", fontsize="small")
+    else:
+        _empty(ax, "effect layers not recorded (imported rows)")
+    ax.set_title("Physical invocations, committed mutations, semantic effects")
+    fig.tight_layout()
+    fig.savefig(path, dpi=110)
+    plt.close(fig)
+
+
+def write_plots(pairs: list[Pair], out: Path) -> list[Path]:
+    plt = _pyplot()
+    valid = [p for p in pairs if not is_infra_error(p)]
+    paths = [out / name for name in PLOTS]
+    _crsr(plt, valid, paths[0])
+    _competence(plt, valid, paths[1])
+    _layers(plt, valid, paths[2])
+    return paths
