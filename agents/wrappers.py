@@ -9,17 +9,11 @@ import gymnasium as gym
 
 from undobench_gym.seeding import stable_id
 
+from .recovery_common import is_transient, load_obs
+
 
 def _transient(obs_text: str) -> bool:
-    try:
-        obs = json.loads(obs_text)
-    except ValueError:
-        return False
-    if not isinstance(obs, dict):
-        return False
-    if isinstance(obs.get("error"), dict) and obs["error"].get("type") == "transport":
-        return True
-    return int(obs.get("status", 200)) in (502, 503, 504)
+    return is_transient(load_obs(obs_text))
 
 
 class NaiveRetry(gym.Wrapper[str, str, str, str]):

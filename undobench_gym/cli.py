@@ -10,7 +10,7 @@ from typing import Any
 
 from .errors import UndoBenchError
 
-METHODS_HELP = "bare, B0, B2, B2-K (comma-separated for several)"
+METHODS_HELP = "bare, B0, B1, B2, B2-K, B3, B5, B5-P, B6 (comma-separated for several)"
 
 
 def _tasks(args: argparse.Namespace) -> int:
