@@ -4,194 +4,58 @@ cutovers and input validation, all in-process (no network, no service subprocess
 from __future__ import annotations
 
 import json
-import os
-import re
-from collections.abc import Iterator
-from pathlib import Path
 from typing import Any
 
 import pytest
-from fastapi import FastAPI
-from fastapi.testclient import TestClient
-from httpx import Response
-from undobench_gym.envs._service.app import create_apps
-from undobench_gym.envs._service.context import ServiceContext
+from undobench_gym.envs._service.context import CRASH_HEADER
 from undobench_gym.envs.cloud.fixture import active, build_fixture
 from undobench_gym.envs.cloud.service import DOMAIN
 from undobench_gym.envs.cloud.workflows import WORKFLOWS
 
-from undobench_gym.specs import Boundary, EffectExpectation, StatePredicate, WorkflowSpec, fill
+from undobench_gym.specs import Boundary, WorkflowSpec
 
-SEED = 3
-CRASH = "x-undobench-crash-point"
+from .service_harness import (
+    MALFORMED_JSON,
+    SEED,
+    ServiceClient,
+    assert_done,
+    assert_gold_plan_completes,
+    assert_gold_plan_is_reproducible,
+    assert_key_ignored_unless_all,
+    assert_key_replays,
+    assert_malformed_json_rejected,
+    assert_rejected,
+    assert_reset_is_deterministic,
+    assert_reset_undoes_gold_plan,
+    assert_routes_declare_effects,
+    assert_workflow_is_consistent,
+    effect_count,
+    failed_invariants,
+    gold_plan_cases,
+    params_for,
+    retry_after_gold_plan,
+    run_gold_plan,
+    step_args,
+)
+
+pytestmark = pytest.mark.service(DOMAIN)
+
 CRASH_POINTS = {"cloud.after_green_deployed", "cloud.after_endpoint_registered"}
-
-
-class Service:
-    """The public and admin apps of one cloud service, plus a tool-name router."""
-
-    def __init__(self, ctx: ServiceContext, public: FastAPI, admin: FastAPI) -> None:
-        self.ctx = ctx
-        self.app = public
-        self.public = TestClient(public)
-        self.admin = TestClient(admin)
-        self.routes = routes_by_tool(public)
-
-    def reset(self, seed: int = SEED) -> str:
-        res = self.admin.post("/admin/reset", json={"seed": seed})
-        assert res.status_code == 200, res.text
-        return str(res.json()["hash"])
-
-    def state(self) -> dict[str, Any]:
-        res = self.admin.get("/admin/state")
-        assert res.status_code == 200, res.text
-        return dict(res.json())
-
-    def commit_log(self) -> list[dict[str, Any]]:
-        return list(self.admin.get("/admin/commit-log").json())
-
-    def call(self, tool: str, args: dict[str, Any] | None = None, **kw: Any) -> Response:
-        """Call a tool the way an agent would: path params in the URL, the rest in the query
-        (GET) or the JSON body."""
-        method, path = self.routes[tool]
-        rest = dict(args or {})
-        for name in re.findall(r"\{(\w+)\}", path):
-            path = path.replace(f"{{{name}}}", str(rest.pop(name)))
-        if method == "get":
-            return self.public.get(path, params=rest, **kw)
-        if method == "delete":
-            return self.public.request("DELETE", path, **kw)
-        return self.public.request(method.upper(), path, json=rest, **kw)
-
-
-def routes_by_tool(app: FastAPI) -> dict[str, tuple[str, str]]:
-    out: dict[str, tuple[str, str]] = {}
-    for path, ops in app.openapi()["paths"].items():
-        for method, op in ops.items():
-            out[op["operationId"]] = (method, path)
-    return out
-
-
-@pytest.fixture
-def svc(tmp_path: Path) -> Iterator[Service]:
-    ctx = ServiceContext.open(DOMAIN, tmp_path)
-    public, admin = create_apps(DOMAIN, ctx)
-    service = Service(ctx, public, admin)
-    service.reset()
-    yield service
-    ctx.engine.dispose()
-
-
-# ---- evaluation helpers ------------------------------------------------------------
-
-
-def resolve(value: Any, responses: list[Any]) -> Any:
-    """`@N.a.b` -> field a.b of the N-th gold step's response body."""
-    if isinstance(value, str) and (m := re.fullmatch(r"@(\d+)\.([\w.]+)", value)):
-        out = responses[int(m.group(1))]
-        for part in m.group(2).split("."):
-            out = out[int(part)] if isinstance(out, list) else out[part]
-        return out
-    if isinstance(value, dict):
-        return {k: resolve(v, responses) for k, v in value.items()}
-    if isinstance(value, list):
-        return [resolve(v, responses) for v in value]
-    return value
-
-
-def run_steps(svc: Service, wf: WorkflowSpec, params: dict[str, Any], steps: list[int]) -> None:
-    """Run the gold steps with these indexes in this order (a repeat re-runs a step)."""
-    responses: dict[int, Any] = {}
-    for i in steps:
-        step = wf.gold_plan[i]
-        args = resolve(fill(step.arguments, params), [responses.get(n) for n in range(i)])
-        res = svc.call(step.tool, args)
-        assert res.status_code < 300, f"{wf.id} {step.tool}: {res.status_code} {res.text}"
-        responses[i] = res.json()
-
-
-def run_gold(svc: Service, wf: WorkflowSpec, params: dict[str, Any]) -> None:
-    run_steps(svc, wf, params, list(range(len(wf.gold_plan))))
-
-
-def evaluate(pred: StatePredicate, params: dict[str, Any], tables: dict[str, Any]) -> bool:
-    where = fill(pred.where, params)
-    rows = [r for r in tables[pred.table] if all(r.get(k) == v for k, v in where.items())]
-    expected = fill(pred.value, params)
-    if pred.op == "count":
-        return len(rows) == expected
-    if len(rows) != 1 or pred.field is None:
-        return False
-    actual = rows[0][pred.field]
-    checks = {
-        "eq": lambda: actual == expected,
-        "ne": lambda: actual != expected,
-        "ge": lambda: actual >= expected,
-        "le": lambda: actual <= expected,
-    }
-    return bool(checks[pred.op]())
-
-
-def failing(wf: WorkflowSpec, params: dict[str, Any], state: dict[str, Any]) -> list[str]:
-    return [p.description for p in wf.invariants if not evaluate(p, params, state["tables"])]
-
-
-def effect_count(
-    log: list[dict[str, Any]], effect: EffectExpectation, params: dict[str, Any]
-) -> int:
-    identity = fill(effect.identity, params)
-    return sum(1 for r in log if r["op"] == effect.op and json.loads(r["identity"]) == identity)
-
-
-def params_for(wf: WorkflowSpec, seed: int = SEED) -> dict[str, Any]:
-    return wf.draw_params(seed, build_fixture(seed))
-
-
-def workflow(wf_id: str) -> WorkflowSpec:
-    return next(w for w in WORKFLOWS if w.id == wf_id)
-
-
-def assert_done(svc: Service, wf: WorkflowSpec, params: dict[str, Any]) -> None:
-    state = svc.state()
-    assert failing(wf, params, state) == []
-    assert state["partial"] == []
-    log = svc.commit_log()
-    for effect in wf.required_effects:
-        assert effect_count(log, effect, params) == 1, effect
-    for effect in wf.forbidden_effects:
-        assert effect_count(log, effect, params) == 0, effect
-
 
 # ---- seeded state ------------------------------------------------------------------
 
 
-def test_seeded_state_is_deterministic(svc: Service) -> None:
-    first = svc.reset(SEED)
-    assert svc.reset(SEED) == first
-    assert svc.state()["hash"] == first
-    assert svc.reset(SEED + 1) != first
-    assert build_fixture(SEED) == build_fixture(SEED)
-    assert build_fixture(SEED) != build_fixture(SEED + 1)
+def test_seeded_state_is_deterministic(svc: ServiceClient) -> None:
+    assert_reset_is_deterministic(svc)
 
 
-def test_reset_restores_state_after_changes(svc: Service) -> None:
-    fresh = svc.reset(SEED)
-    wf = workflow("cloud-blue-green-cutover")
-    run_gold(svc, wf, params_for(wf))
-    assert svc.state()["hash"] != fresh
-    assert svc.reset(SEED) == fresh
-    assert svc.commit_log() == []
+def test_reset_restores_state_after_changes(svc: ServiceClient) -> None:
+    assert_reset_undoes_gold_plan(svc, svc.workflow("cloud-blue-green-cutover"))
     assert svc.state()["tables"]["cl_cutovers"] == []
 
 
-def test_ids_and_timestamps_follow_the_seed(svc: Service) -> None:
-    wf = workflow("cloud-canary-release")
-    params = params_for(wf)
-    run_gold(svc, wf, params)
-    first = svc.state()
-    svc.reset(SEED)
-    run_gold(svc, wf, params)
-    assert svc.state()["hash"] == first["hash"]
+def test_ids_and_timestamps_follow_the_seed(svc: ServiceClient) -> None:
+    assert_gold_plan_is_reproducible(svc, svc.workflow("cloud-canary-release"))
 
 
 def test_fixture_shape_supports_workflows() -> None:
@@ -214,20 +78,9 @@ def test_fixture_shape_supports_workflows() -> None:
 # ---- tool catalogue ----------------------------------------------------------------
 
 
-def test_every_route_declares_its_effect(svc: Service) -> None:
-    classes = set()
-    for path, ops in svc.app.openapi()["paths"].items():
-        for method, op in ops.items():
-            meta = op["x-undobench"]
-            assert op["operationId"] and op.get("description"), path
-            if method == "get":
-                assert meta == {"read_only": True}, path
-            else:
-                assert meta["effect_class"] in {"additive", "set", "create_unique"}, path
-                assert meta["op"] and meta["identity"], path
-                classes.add((meta["effect_class"], meta["idempotency"]))
-                keyed = any(p["name"] == "Idempotency-Key" for p in op.get("parameters", []))
-                assert keyed == (meta["idempotency"] == "native"), path
+def test_every_route_declares_its_effect(svc: ServiceClient) -> None:
+    classes = assert_routes_declare_effects(svc)
+    assert {c for c, _ in classes} <= {"additive", "set", "create_unique"}
     assert {
         ("additive", "native"),
         ("additive", "none"),
@@ -235,7 +88,7 @@ def test_every_route_declares_its_effect(svc: Service) -> None:
     } <= classes
 
 
-def test_workflows_are_consistent(svc: Service) -> None:
+def test_workflows_are_consistent(svc: ServiceClient) -> None:
     assert len(WORKFLOWS) == 4
     assert sorted(w.split for w in WORKFLOWS) == ["dev", "test", "val", "val"]
     assert len({w.id for w in WORKFLOWS}) == len(WORKFLOWS)
@@ -243,16 +96,9 @@ def test_workflows_are_consistent(svc: Service) -> None:
     assert {Boundary.DURING_MUTATION, Boundary.DURING_COMPENSATION} <= boundaries
     assert any(s.ambiguous for w in WORKFLOWS for s in w.scenarios)
     for wf in WORKFLOWS:
-        assert wf.domain == "cloud" and wf.id.startswith("cloud-")
-        gold_tools = [s.tool for s in wf.gold_plan]
-        for tool in [*wf.tools, *gold_tools]:
-            assert tool in svc.routes, f"{wf.id}: unknown tool {tool}"
-        assert set(gold_tools) <= set(wf.tools)
+        assert_workflow_is_consistent(svc, wf, prefix="cloud-")
         for sc in wf.scenarios:
-            assert sc.target.tool in gold_tools, f"{wf.id}/{sc.id}"
             assert sc.crash_point is None or sc.crash_point in CRASH_POINTS
-        if wf.split == "test":
-            assert any(s.boundary is Boundary.POST_MUTATION_PRE_ACK for s in wf.scenarios)
         text = json.dumps([wf.instruction, wf.tools]).lower()
         assert not any(w in text for w in ("fault", "inject", "retry", "benchmark", "test"))
 
@@ -260,23 +106,17 @@ def test_workflows_are_consistent(svc: Service) -> None:
 # ---- gold plans --------------------------------------------------------------------
 
 
-@pytest.mark.parametrize("seed", [SEED, 11, 12345])
-@pytest.mark.parametrize("wf", WORKFLOWS, ids=lambda w: w.id)
-def test_gold_plan_leaves_invariants_true(svc: Service, wf: WorkflowSpec, seed: int) -> None:
-    svc.reset(seed)
-    params = params_for(wf, seed)
-    assert failing(wf, params, svc.state())  # the task is not already done
-    run_gold(svc, wf, params)
-    assert_done(svc, wf, params)
+@gold_plan_cases(WORKFLOWS)
+def test_gold_plan_leaves_invariants_true(svc: ServiceClient, wf: WorkflowSpec, seed: int) -> None:
+    assert_gold_plan_completes(svc, wf, seed)
 
 
-def test_repeated_deploy_is_a_second_revision(svc: Service) -> None:
+def test_repeated_deploy_is_a_second_revision(svc: ServiceClient) -> None:
     """A retried deploy after a lost response: the agent goes on with the second one."""
-    wf = workflow("cloud-canary-release")
+    wf = svc.workflow("cloud-canary-release")
     params = params_for(wf)
-    run_steps(svc, wf, params, [0, 1, 1, 2, 3])
-    state = svc.state()
-    assert set(failing(wf, params, state)) == {
+    run_gold_plan(svc, wf, params, [0, 1, 1, 2, 3])
+    assert set(failed_invariants(svc, wf, params)) == {
         "the release was deployed once",
         "no extra revision was deployed",
         "green is in the catalog",
@@ -284,45 +124,44 @@ def test_repeated_deploy_is_a_second_revision(svc: Service) -> None:
     assert effect_count(svc.commit_log(), wf.required_effects[0], params) == 2
 
 
-def test_repeated_restart_breaks_invariants(svc: Service) -> None:
-    wf = workflow("cloud-rotate-secrets")
+@pytest.mark.parametrize(
+    ("wf_id", "steps", "broken"),
+    [
+        # a repeated restart is a second restart
+        (
+            "cloud-rotate-secrets",
+            [0, 1, 2, 2],
+            {"the instances were restarted once", "one restart in the activity log"},
+        ),
+        # repeated sets (secret value, traffic split) are harmless
+        ("cloud-rotate-secrets", [0, 1, 1, 2], set()),
+        ("cloud-canary-release", [0, 1, 2, 3, 3], set()),
+    ],
+)
+def test_repeated_steps_break_exactly(
+    svc: ServiceClient, wf_id: str, steps: list[int], broken: set[str]
+) -> None:
+    wf = svc.workflow(wf_id)
     params = params_for(wf)
-    run_steps(svc, wf, params, [0, 1, 2, 2])
-    assert set(failing(wf, params, svc.state())) == {
-        "the instances were restarted once",
-        "one restart in the activity log",
-    }
+    run_gold_plan(svc, wf, params, steps)
+    assert set(failed_invariants(svc, wf, params)) == broken
 
 
-def test_repeated_rollback_rolls_forward_again(svc: Service) -> None:
-    wf = workflow("cloud-rollback-bad-release")
+def test_repeated_rollback_rolls_forward_again(svc: ServiceClient) -> None:
+    wf = svc.workflow("cloud-rollback-bad-release")
     params = params_for(wf)
-    run_steps(svc, wf, params, [0, 1, 2, 3])
+    run_gold_plan(svc, wf, params, [0, 1, 2, 3])
     again = svc.call("rollback_deployment", {"service_id": params["service_id"], "colour": "green"})
     assert again.status_code == 201 and again.json()["image"] == params["bad_image"]
-    assert set(failing(wf, params, svc.state())) == {
+    assert set(failed_invariants(svc, wf, params)) == {
         "green runs the previous image again",
         "no extra revision was deployed",
     }
 
 
-def test_repeated_sets_are_harmless(svc: Service) -> None:
-    wf = workflow("cloud-rotate-secrets")
-    params = params_for(wf)
-    run_steps(svc, wf, params, [0, 1, 1, 2])
-    assert failing(wf, params, svc.state()) == []
-    wf = workflow("cloud-canary-release")
-    svc.reset()
-    params = params_for(wf)
-    run_steps(svc, wf, params, [0, 1, 2, 3, 3])
-    assert failing(wf, params, svc.state()) == []
-
-
-def test_repeated_cutover_and_registration_conflict(svc: Service) -> None:
-    wf = workflow("cloud-blue-green-cutover")
-    params = params_for(wf)
-    run_gold(svc, wf, params)
-    res = svc.call("start_cutover", fill(wf.gold_plan[-1].arguments, params))
+def test_repeated_cutover_and_registration_conflict(svc: ServiceClient) -> None:
+    wf = svc.workflow("cloud-blue-green-cutover")
+    params, res = retry_after_gold_plan(svc, wf, "start_cutover")
     assert res.status_code == 409 and "already exists" in res.json()["detail"]["message"]
     body = {"service_id": params["service_id"], "deployment_id": params["green_id"]}
     again = svc.call("register_endpoint", body)
@@ -330,45 +169,27 @@ def test_repeated_cutover_and_registration_conflict(svc: Service) -> None:
     assert_done(svc, wf, params)
 
 
-def test_native_key_replays_create_deployment(svc: Service) -> None:
-    wf = workflow("cloud-canary-release")
-    params = params_for(wf)
-    args = fill(wf.gold_plan[1].arguments, params)
-    key = {"Idempotency-Key": "deploy-1"}
-    first, again = (
-        svc.call("create_deployment", args, headers=key),
-        svc.call("create_deployment", args, headers=key),
+def test_native_key_replays_create_deployment(svc: ServiceClient) -> None:
+    wf = svc.workflow("cloud-canary-release")
+    args = step_args(wf, 1, params_for(wf))
+    first = assert_key_replays(
+        svc, "create_deployment", args, "deploy-1", changed={"replicas": args["replicas"] + 1}
     )
-    assert first.status_code == again.status_code == 201
-    assert again.json() == first.json() and again.headers["idempotent-replayed"] == "true"
-    other = svc.call("create_deployment", {**args, "replicas": args["replicas"] + 1}, headers=key)
-    assert other.status_code == 422
     assert [r["op"] for r in svc.commit_log()] == ["deployment.create"]
     assert svc.commit_log()[0]["idempotency_key"] == "deploy-1"
     # Without a key, every call is a new revision.
     assert svc.call("create_deployment", args).json()["revision"] == first.json()["revision"] + 1
 
 
-def test_key_is_ignored_on_non_native_routes_unless_all(svc: Service) -> None:
-    wf = workflow("cloud-rotate-secrets")
-    params = params_for(wf)
-    args = fill(wf.gold_plan[2].arguments, params)
-    key = {"Idempotency-Key": "r-1"}
-    assert svc.call("restart_instances", args, headers=key).status_code == 201
-    assert svc.call("restart_instances", args, headers=key).status_code == 201
-    assert len(svc.commit_log()) == 2
-    svc.reset()
-    assert svc.admin.post("/admin/config", json={"idempotency_mode": "all"}).status_code == 200
-    assert svc.call("restart_instances", args, headers=key).status_code == 201
-    replay = svc.call("restart_instances", args, headers=key)
-    assert replay.headers.get("idempotent-replayed") == "true"
-    assert len(svc.commit_log()) == 1
+def test_key_is_ignored_on_non_native_routes_unless_all(svc: ServiceClient) -> None:
+    wf = svc.workflow("cloud-rotate-secrets")
+    assert_key_ignored_unless_all(svc, "restart_instances", step_args(wf, 2, params_for(wf)))
 
 
 # ---- blue/green guards -------------------------------------------------------------
 
 
-def test_traffic_rules(svc: Service) -> None:
+def test_traffic_rules(svc: ServiceClient) -> None:
     fx = build_fixture(SEED)
     sid = fx["services"][1]["id"]
     res = svc.call("set_traffic", {"service_id": sid, "blue": 60, "green": 50})
@@ -394,8 +215,8 @@ def test_traffic_rules(svc: Service) -> None:
     assert res.status_code == 409
 
 
-def test_rollback_guards(svc: Service) -> None:
-    wf = workflow("cloud-rollback-bad-release")
+def test_rollback_guards(svc: ServiceClient) -> None:
+    wf = svc.workflow("cloud-rollback-bad-release")
     params = params_for(wf)
     sid = params["service_id"]
     res = svc.call("rollback_deployment", {"service_id": sid, "colour": "green"})
@@ -414,18 +235,6 @@ def test_rollback_guards(svc: Service) -> None:
 # ---- half-done cutovers ------------------------------------------------------------
 
 
-class Crashed(Exception):
-    """Stands in for the process exit of an armed crash point."""
-
-
-@pytest.fixture
-def crashable(monkeypatch: pytest.MonkeyPatch) -> None:
-    def fake_exit(code: int) -> None:
-        raise Crashed(code)
-
-    monkeypatch.setattr(os, "_exit", fake_exit)
-
-
 @pytest.mark.usefixtures("crashable")
 @pytest.mark.parametrize(
     ("point", "step", "lacking"),
@@ -434,12 +243,13 @@ def crashable(monkeypatch: pytest.MonkeyPatch) -> None:
         ("cloud.after_endpoint_registered", "registered", "the traffic switch is missing"),
     ],
 )
-def test_crash_mid_cutover_then_resume(svc: Service, point: str, step: str, lacking: str) -> None:
-    wf = workflow("cloud-blue-green-cutover")
+def test_crash_mid_cutover_then_resume(
+    svc: ServiceClient, point: str, step: str, lacking: str
+) -> None:
+    wf = svc.workflow("cloud-blue-green-cutover")
     params = params_for(wf)
-    args = fill(wf.gold_plan[-1].arguments, params)
-    with pytest.raises(Crashed):
-        svc.call("start_cutover", args, headers={CRASH: point})
+    args = step_args(wf, -1, params)
+    svc.call_until_crash("start_cutover", args, point)
     state = svc.state()
     assert len(state["partial"]) == 1
     assert f"after step '{step}'" in state["partial"][0] and lacking in state["partial"][0]
@@ -471,12 +281,12 @@ def test_crash_mid_cutover_then_resume(svc: Service, point: str, step: str, lack
     assert_done(svc, wf, params)
 
 
-def test_crash_header_is_ignored_when_crash_points_are_off(svc: Service) -> None:
-    assert svc.admin.post("/admin/config", json={"crash_points": False}).is_success
-    wf = workflow("cloud-blue-green-cutover")
+def test_crash_header_is_ignored_when_crash_points_are_off(svc: ServiceClient) -> None:
+    svc.configure(crash_points=False)
+    wf = svc.workflow("cloud-blue-green-cutover")
     params = params_for(wf)
-    args = fill(wf.gold_plan[-1].arguments, params)
-    res = svc.call("start_cutover", args, headers={CRASH: "cloud.after_green_deployed"})
+    headers = {CRASH_HEADER: "cloud.after_green_deployed"}
+    res = svc.call("start_cutover", step_args(wf, -1, params), headers=headers)
     assert res.status_code == 201
     assert_done(svc, wf, params)
 
@@ -541,25 +351,20 @@ BAD_BODIES: list[tuple[str, str, Any]] = [
 
 
 @pytest.mark.parametrize(("method", "path", "body"), BAD_BODIES)
-def test_bad_bodies_are_4xx(svc: Service, method: str, path: str, body: Any) -> None:
-    res = svc.public.request(method, path, json=body)
-    assert 400 <= res.status_code < 500, res.text
-    assert svc.commit_log() == []
+def test_bad_bodies_are_4xx(svc: ServiceClient, method: str, path: str, body: Any) -> None:
+    assert_rejected(svc, method, path, json=body)
 
 
-@pytest.mark.parametrize("raw", [b"{not json", b"", b"\xff\xfe", b'{"replicas": 5'])
-def test_malformed_json_is_4xx(svc: Service, raw: bytes) -> None:
-    headers = {"content-type": "application/json"}
-    for method, path in (
+@pytest.mark.parametrize("raw", [*MALFORMED_JSON, b'{"replicas": 5'])
+def test_malformed_json_is_4xx(svc: ServiceClient, raw: bytes) -> None:
+    routes = [
         ("POST", f"/v1/services/{SID}/deployments"),
         ("PUT", f"/v1/deployments/{DID}/replicas"),
         ("PUT", f"/v1/services/{SID}/traffic"),
         ("POST", f"/v1/services/{SID}/cutovers"),
         ("POST", f"/v1/services/{SID}/rollbacks"),
-    ):
-        res = svc.public.request(method, path, content=raw, headers=headers)
-        assert 400 <= res.status_code < 500, (path, res.status_code, res.text)
-    assert svc.commit_log() == []
+    ]
+    assert_malformed_json_rejected(svc, routes, raw)
 
 
 @pytest.mark.parametrize(
@@ -572,11 +377,11 @@ def test_malformed_json_is_4xx(svc: Service, raw: bytes) -> None:
         "/v1/services/1' OR '1'='1/endpoints",
     ],
 )
-def test_odd_ids_are_4xx(svc: Service, path: str) -> None:
+def test_odd_ids_are_4xx(svc: ServiceClient, path: str) -> None:
     assert 400 <= svc.public.get(path).status_code < 500
 
 
-def test_bad_queries_are_4xx(svc: Service) -> None:
+def test_bad_queries_are_4xx(svc: ServiceClient) -> None:
     assert svc.public.get("/v1/deployments", params={"colour": "red"}).status_code == 422
     assert svc.public.get("/v1/events", params={"limit": 0}).status_code == 422
     assert svc.public.get("/v1/events", params={"limit": "many"}).status_code == 422

@@ -4,143 +4,60 @@ repair; name validation. No network, no service subprocess."""
 
 from __future__ import annotations
 
-import json
-import os
 import re
 import subprocess
 import time
-from collections.abc import Iterator
-from pathlib import Path
 from typing import Any
 
 import pytest
-from fastapi import FastAPI
-from fastapi.testclient import TestClient
-from httpx import Response
-from undobench_gym.envs._service.app import create_apps
-from undobench_gym.envs._service.context import CRASH_HEADER, ServiceContext
 from undobench_gym.envs.git.fixture import build_fixture, commit
 from undobench_gym.envs.git.gitcli import git_env, path_problem, ref_name_problem
 from undobench_gym.envs.git.repos import Repo, snapshot
 from undobench_gym.envs.git.service import DOMAIN
 from undobench_gym.envs.git.workflows import WORKFLOWS
 
-from undobench_gym.specs import Boundary, EffectExpectation, StatePredicate, WorkflowSpec, fill
+from undobench_gym.specs import Boundary, WorkflowSpec
 
-SEED = 3
+from .service_harness import (
+    MALFORMED_JSON,
+    SEED,
+    ServiceClient,
+    assert_done,
+    assert_gold_plan_completes,
+    assert_gold_plan_is_reproducible,
+    assert_key_replays,
+    assert_malformed_json_rejected,
+    assert_rejected,
+    assert_reset_is_deterministic,
+    assert_routes_declare_effects,
+    assert_workflow_is_consistent,
+    effect_count,
+    failed_invariants,
+    gold_plan_cases,
+    params_for,
+    refused,
+    retry_after_gold_plan,
+    run_gold_plan,
+    step_args,
+    unchanged,
+)
+
+pytestmark = pytest.mark.service(DOMAIN)
+
 CRASH_POINTS = {"git.after_index_lock", "git.release.after_branch", "git.release.after_tag"}
 
 
-class Service:
-    def __init__(self, ctx: ServiceContext, public: FastAPI, admin: FastAPI) -> None:
-        self.ctx = ctx
-        self.app = public
-        self.public = TestClient(public)
-        self.admin = TestClient(admin)
-        self.routes = routes_by_tool(public)
-
-    def reset(self, seed: int = SEED) -> str:
-        res = self.admin.post("/admin/reset", json={"seed": seed})
-        assert res.status_code == 200, res.text
-        return str(res.json()["hash"])
-
-    def state(self) -> dict[str, Any]:
-        res = self.admin.get("/admin/state")
-        assert res.status_code == 200, res.text
-        return dict(res.json())
-
-    def commit_log(self) -> list[dict[str, Any]]:
-        return list(self.admin.get("/admin/commit-log").json())
-
-    def call(self, tool: str, args: dict[str, Any] | None = None, **kw: Any) -> Response:
-        method, path = self.routes[tool]
-        rest = dict(args or {})
-        for name in re.findall(r"\{(\w+)\}", path):
-            path = path.replace(f"{{{name}}}", str(rest.pop(name)))
-        if method in ("get", "delete"):
-            return self.public.request(method.upper(), path, params=rest, **kw)
-        return self.public.request(method.upper(), path, json=rest, **kw)
-
-    def repo(self, name: str) -> Repo:
-        return Repo(self.ctx.data_dir, name)
+def repo(svc: ServiceClient, name: str) -> Repo:
+    return Repo(svc.ctx.data_dir, name)
 
 
-def routes_by_tool(app: FastAPI) -> dict[str, tuple[str, str]]:
-    out: dict[str, tuple[str, str]] = {}
-    for path, ops in app.openapi()["paths"].items():
-        for method, op in ops.items():
-            out[op["operationId"]] = (method, path)
-    return out
-
-
-@pytest.fixture
-def svc(tmp_path: Path) -> Iterator[Service]:
-    ctx = ServiceContext.open(DOMAIN, tmp_path)
-    public, admin = create_apps(DOMAIN, ctx)
-    service = Service(ctx, public, admin)
-    service.reset()
-    yield service
-    ctx.engine.dispose()
-
-
-class Crashed(Exception):
-    """Stands in for the process exit of an armed crash point."""
-
-
-@pytest.fixture
-def crashable(monkeypatch: pytest.MonkeyPatch) -> None:
-    def fake_exit(code: int) -> None:
-        raise Crashed(code)
-
-    monkeypatch.setattr(os, "_exit", fake_exit)
-
-
-# ---- evaluation helpers ------------------------------------------------------------
-
-
-def run_gold(svc: Service, wf: WorkflowSpec, params: dict[str, Any]) -> list[Any]:
-    responses: list[Any] = []
-    for step in wf.gold_plan:
-        res = svc.call(step.tool, fill(step.arguments, params))
-        assert res.status_code < 300, f"{wf.id} {step.tool}: {res.status_code} {res.text}"
-        responses.append(res.json())
-    return responses
-
-
-def evaluate(pred: StatePredicate, params: dict[str, Any], tables: dict[str, Any]) -> bool:
-    where = fill(pred.where, params)
-    rows = [r for r in tables[pred.table] if all(r.get(k) == v for k, v in where.items())]
-    expected = fill(pred.value, params)
-    if pred.op == "count":
-        return len(rows) == expected
-    if len(rows) != 1 or pred.field is None:
-        return False
-    return bool(rows[0][pred.field] == expected)
-
-
-def failing(wf: WorkflowSpec, params: dict[str, Any], state: dict[str, Any]) -> list[str]:
-    return [p.description for p in wf.invariants if not evaluate(p, params, state["tables"])]
-
-
-def effect_count(log: list[dict[str, Any]], effect: EffectExpectation, params: Any) -> int:
-    identity = fill(effect.identity, params)
-    return sum(1 for r in log if r["op"] == effect.op and json.loads(r["identity"]) == identity)
-
-
-def params_for(wf: WorkflowSpec, seed: int = SEED) -> dict[str, Any]:
-    return wf.draw_params(seed, build_fixture(seed))
-
-
-def workflow(wf_id: str) -> WorkflowSpec:
-    return next(w for w in WORKFLOWS if w.id == wf_id)
-
-
-def assert_mirror_matches_disk(svc: Service) -> None:
+def assert_mirror_matches_disk(svc: ServiceClient) -> None:
+    """The refs and files tables mirror what git has on disk."""
     state = svc.state()
     refs: list[dict[str, Any]] = []
     files: list[dict[str, Any]] = []
     for name in state["extra"]["repos"]:
-        r, f = snapshot(svc.repo(name))
+        r, f = snapshot(repo(svc, name))
         refs += r
         files += f
 
@@ -151,32 +68,20 @@ def assert_mirror_matches_disk(svc: Service) -> None:
     assert sorted(files, key=key) == sorted(state["tables"]["git_files"], key=key)
 
 
-def assert_done(svc: Service, wf: WorkflowSpec, params: dict[str, Any]) -> None:
-    state = svc.state()
-    assert failing(wf, params, state) == []
-    assert state["partial"] == []
-    log = svc.commit_log()
-    for effect in wf.required_effects:
-        assert effect_count(log, effect, params) == 1, effect
-    for effect in wf.forbidden_effects:
-        assert effect_count(log, effect, params) == 0, effect
+def assert_done_on_disk(svc: ServiceClient, wf: WorkflowSpec, params: dict[str, Any]) -> None:
+    assert_done(svc, wf, params)
     assert_mirror_matches_disk(svc)
 
 
 # ---- seeded state ------------------------------------------------------------------
 
 
-def test_seeded_state_is_deterministic(svc: Service) -> None:
-    first = svc.reset(SEED)
-    assert svc.reset(SEED) == first
-    assert svc.state()["hash"] == first
-    assert svc.reset(SEED + 1) != first
-    assert build_fixture(SEED) == build_fixture(SEED)
-    assert build_fixture(SEED) != build_fixture(SEED + 1)
+def test_seeded_state_is_deterministic(svc: ServiceClient) -> None:
+    assert_reset_is_deterministic(svc)
 
 
 @pytest.mark.parametrize("seed", [0, SEED, 99])
-def test_python_object_ids_match_git(svc: Service, seed: int) -> None:
+def test_python_object_ids_match_git(svc: ServiceClient, seed: int) -> None:
     """The fixture's commit, tree and tag ids are the ones git wrote to disk."""
     svc.reset(seed)
     fx = build_fixture(seed)
@@ -185,31 +90,26 @@ def test_python_object_ids_match_git(svc: Service, seed: int) -> None:
     assert state["tables"]["git_files"] == fx["files"]
     assert_mirror_matches_disk(svc)
     for h in fx["history"]:
-        repo = svc.repo(h["name"])
+        r = repo(svc, h["name"])
         for c in h["commits"]:
-            assert repo.resolve(c["sha"]) == c["sha"]
-        assert repo.refs()[f"refs/tags/{h['tags'][0]['name']}"] == h["tags"][0]["sha"]
-        assert repo.head_branch() == "main"
+            assert r.resolve(c["sha"]) == c["sha"]
+        assert r.refs()[f"refs/tags/{h['tags'][0]['name']}"] == h["tags"][0]["sha"]
+        assert r.head_branch() == "main"
         # The index tracks main: nothing is staged.
-        assert repo.out("diff", "--cached", "--name-only", "refs/heads/main") == ""
+        assert r.out("diff", "--cached", "--name-only", "refs/heads/main") == ""
 
 
-def test_runtime_commits_are_deterministic(svc: Service) -> None:
-    wf = workflow("git-merge-feature")
-    params = params_for(wf)
-    first = run_gold(svc, wf, params)
-    svc.reset(SEED)
-    assert run_gold(svc, wf, params) == first
+def test_runtime_commits_are_deterministic(svc: ServiceClient) -> None:
+    first = assert_gold_plan_is_reproducible(svc, svc.workflow("git-merge-feature"))
     assert first[1]["date"] == "2026-01-01T00:00:01Z"
 
 
-def test_reset_rebuilds_repositories(svc: Service) -> None:
+def test_reset_rebuilds_repositories(svc: ServiceClient) -> None:
     fresh = svc.reset(SEED)
-    wf = workflow("git-cut-release")
+    wf = svc.workflow("git-cut-release")
     params = params_for(wf)
-    run_gold(svc, wf, params)
-    repo = svc.repo(params["repo"])
-    (repo.git_dir / "index.lock").write_text("")
+    run_gold_plan(svc, wf, params)
+    (repo(svc, params["repo"]).git_dir / "index.lock").write_text("")
     assert svc.state()["hash"] != fresh
     started = time.monotonic()
     assert svc.reset(SEED) == fresh
@@ -225,152 +125,118 @@ def test_reset_rebuilds_repositories(svc: Service) -> None:
 # ---- tool catalogue and workflows --------------------------------------------------
 
 
-def test_every_route_declares_its_effect(svc: Service) -> None:
-    doc = svc.app.openapi()
-    for path, ops in doc["paths"].items():
-        for method, op in ops.items():
-            meta = op["x-undobench"]
-            assert op["operationId"] and op.get("description"), path
-            if method == "get":
-                assert meta == {"read_only": True}, path
-            else:
-                assert meta["effect_class"] in {"additive", "set", "create_unique"}, path
-                assert meta["op"] and meta["identity"], path
-    protections = {
-        op["operationId"]: op["x-undobench"].get("idempotency")
-        for ops in doc["paths"].values()
-        for op in ops.values()
-    }
-    assert protections["commit_file"] == "native"
-    assert protections["create_tag"] == protections["cut_release"] == "constraint"
-    assert protections["revert_commit"] == "none"
+def test_every_route_declares_its_effect(svc: ServiceClient) -> None:
+    classes = assert_routes_declare_effects(svc)
+    assert {c for c, _ in classes} <= {"additive", "set", "create_unique"}
+    protection = {name: tool.idempotency for name, tool in svc.tools.items()}
+    assert protection["commit_file"] == "native"
+    assert protection["create_tag"] == protection["cut_release"] == "constraint"
+    assert protection["revert_commit"] == "none"
 
 
-def test_workflows_are_consistent(svc: Service) -> None:
+def test_workflows_are_consistent(svc: ServiceClient) -> None:
     assert len(WORKFLOWS) == 5
     splits = [w.split for w in WORKFLOWS]
     assert (splits.count("dev"), splits.count("val"), splits.count("test")) == (2, 1, 2)
-    assert len({w.id for w in WORKFLOWS}) == 5 and all(w.id.startswith("git-") for w in WORKFLOWS)
+    assert len({w.id for w in WORKFLOWS}) == 5
     boundaries = {s.boundary for w in WORKFLOWS for s in w.scenarios}
     assert boundaries == set(Boundary)
     assert any(s.ambiguous for w in WORKFLOWS for s in w.scenarios)
     for wf in WORKFLOWS:
-        assert wf.domain == "git"
-        gold_tools = [s.tool for s in wf.gold_plan]
-        for tool in [*wf.tools, *gold_tools]:
-            assert tool in svc.routes, f"{wf.id}: unknown tool {tool}"
+        assert_workflow_is_consistent(svc, wf, prefix="git-")
         for sc in wf.scenarios:
-            assert sc.target.tool in gold_tools, f"{wf.id}/{sc.id} never fires"
+            assert sc.target.tool is not None, f"{wf.id}/{sc.id} never fires"
             assert sc.crash_point is None or sc.crash_point in CRASH_POINTS
-        if wf.split == "test":
-            assert any(s.boundary is Boundary.POST_MUTATION_PRE_ACK for s in wf.scenarios)
         for seed in (SEED, 11):
-            params = params_for(wf, seed)
-            text = wf.instruction.format(**params)
+            text = wf.instruction.format(**params_for(wf, seed))
             assert not re.search(r"fault|inject|retr|bench|test", text, re.IGNORECASE), text
 
 
 # ---- gold plans --------------------------------------------------------------------
 
 
-@pytest.mark.parametrize("seed", [SEED, 11, 12345])
-@pytest.mark.parametrize("wf", WORKFLOWS, ids=lambda w: w.id)
-def test_gold_plan_leaves_invariants_true(svc: Service, wf: WorkflowSpec, seed: int) -> None:
-    svc.reset(seed)
-    params = params_for(wf, seed)
-    assert failing(wf, params, svc.state())
-    run_gold(svc, wf, params)
-    assert_done(svc, wf, params)
+@gold_plan_cases(WORKFLOWS)
+def test_gold_plan_leaves_invariants_true(svc: ServiceClient, wf: WorkflowSpec, seed: int) -> None:
+    assert_gold_plan_completes(svc, wf, seed)
+    assert_mirror_matches_disk(svc)
 
 
 @pytest.mark.parametrize("wf_id", ["git-update-config", "git-merge-feature"])
-def test_repeated_commit_is_a_duplicate(svc: Service, wf_id: str) -> None:
-    wf = workflow(wf_id)
-    params = params_for(wf)
-    run_gold(svc, wf, params)
-    step = next(s for s in wf.gold_plan if s.tool == "commit_file")
-    again = svc.call("commit_file", fill(step.arguments, params))
+def test_repeated_commit_is_a_duplicate(svc: ServiceClient, wf_id: str) -> None:
+    wf = svc.workflow(wf_id)
+    params, again = retry_after_gold_plan(svc, wf, "commit_file")
     assert again.status_code == 201  # the same change again is a second (empty) commit
-    assert failing(wf, params, svc.state())
+    assert failed_invariants(svc, wf, params)
     assert effect_count(svc.commit_log(), wf.required_effects[0], params) == 2
 
 
-def test_commit_idempotency_key_replays(svc: Service) -> None:
-    wf = workflow("git-update-config")
+def test_commit_idempotency_key_replays(svc: ServiceClient) -> None:
+    wf = svc.workflow("git-update-config")
     params = params_for(wf)
-    args = fill(wf.gold_plan[1].arguments, params)
-    key = {"Idempotency-Key": "ops-1"}
-    first, again = (
-        svc.call("commit_file", args, headers=key),
-        svc.call("commit_file", args, headers=key),
-    )
-    assert first.status_code == again.status_code == 201
-    assert again.json() == first.json() and again.headers["idempotent-replayed"] == "true"
-    assert failing(wf, params, svc.state()) == []
-    other = svc.call("commit_file", {**args, "content": "x\n"}, headers=key)
-    assert other.status_code == 422
+    args = step_args(wf, 1, params)
+    assert_key_replays(svc, "commit_file", args, "ops-1", changed={"content": "x\n"})
+    assert failed_invariants(svc, wf, params) == []
 
 
-def test_expected_head_makes_a_retry_safe(svc: Service) -> None:
-    wf = workflow("git-update-config")
+def test_expected_head_makes_a_retry_safe(svc: ServiceClient) -> None:
+    wf = svc.workflow("git-update-config")
     params = params_for(wf)
     tip = svc.call("get_log", {"repo": params["repo"], "limit": 1}).json()[0]["sha"]
-    args = {**fill(wf.gold_plan[1].arguments, params), "expected_head": tip[:12]}
+    args = {**step_args(wf, 1, params), "expected_head": tip[:12]}
     assert svc.call("commit_file", args).status_code == 201
     again = svc.call("commit_file", args)
     assert again.status_code == 409 and again.json()["detail"]["type"] == "branch_moved"
-    assert failing(wf, params, svc.state()) == []
+    assert failed_invariants(svc, wf, params) == []
 
 
-def test_repeats_of_unique_and_set_effects(svc: Service) -> None:
-    wf = workflow("git-backport-fix")
+def test_repeats_of_unique_and_set_effects(svc: ServiceClient) -> None:
+    wf = svc.workflow("git-backport-fix")
     params = params_for(wf)
-    run_gold(svc, wf, params)
-    for step in wf.gold_plan[1:]:
-        res = svc.call(step.tool, fill(step.arguments, params))
+    run_gold_plan(svc, wf, params)
+    for i, step in enumerate(wf.gold_plan[1:], start=1):
+        res = svc.call(step.tool, step_args(wf, i, params))
         assert res.status_code == 409, (step.tool, res.text)
-    merge = workflow("git-merge-feature")
+    merge = svc.workflow("git-merge-feature")
     mp = params_for(merge)
-    run_gold(svc, merge, mp)
-    again = svc.call("merge_branch", fill(merge.gold_plan[2].arguments, mp))
+    run_gold_plan(svc, merge, mp)
+    again = svc.call("merge_branch", step_args(merge, 2, mp))
     assert again.status_code == 200 and again.json()["result"] == "already_up_to_date"
-    rel = workflow("git-cut-release")
+    rel = svc.workflow("git-cut-release")
     rp = params_for(rel)
-    run_gold(svc, rel, rp)
-    again = svc.call("cut_release", fill(rel.gold_plan[1].arguments, rp))
+    run_gold_plan(svc, rel, rp)
+    again = svc.call("cut_release", step_args(rel, 1, rp))
     assert again.status_code == 409 and again.json()["detail"]["type"] == "release_exists"
+    state = svc.state()
     for w, p in ((wf, params), (merge, mp), (rel, rp)):
-        assert failing(w, p, svc.state()) == []
+        assert failed_invariants(state, w, p) == []
 
 
-def test_repeated_revert_is_refused(svc: Service) -> None:
-    wf = workflow("git-revert-bad-commit")
-    params = params_for(wf)
-    run_gold(svc, wf, params)
-    again = svc.call("revert_commit", fill(wf.gold_plan[1].arguments, params))
+def test_repeated_revert_is_refused(svc: ServiceClient) -> None:
+    wf = svc.workflow("git-revert-bad-commit")
+    params, again = retry_after_gold_plan(svc, wf, "revert_commit")
     assert again.status_code == 409 and again.json()["detail"]["type"] == "empty_change"
-    assert_done(svc, wf, params)
+    assert_done_on_disk(svc, wf, params)
 
 
-def test_merge_conflicts_and_fast_forward_rules(svc: Service) -> None:
+def test_merge_conflicts_and_fast_forward_rules(svc: ServiceClient) -> None:
     h = build_fixture(SEED)["history"][0]
-    repo, feature = h["name"], h["feature_branch"]
+    name, feature = h["name"], h["feature_branch"]
     for branch in ("main", feature):
         body = {"branch": branch, "path": "VERSION", "content": f"{branch}\n", "message": "v"}
-        assert svc.call("commit_file", {"repo": repo, **body}).status_code == 201
-    res = svc.call("merge_branch", {"repo": repo, "source": feature, "target": "main"})
+        assert svc.call("commit_file", {"repo": name, **body}).status_code == 201
+    res = svc.call("merge_branch", {"repo": name, "source": feature, "target": "main"})
     assert res.status_code == 409 and "VERSION" in res.json()["detail"]["message"]
-    ff = {"repo": repo, "source": feature, "target": "main", "mode": "fast_forward"}
+    ff = {"repo": name, "source": feature, "target": "main", "mode": "fast_forward"}
     assert svc.call("merge_branch", ff).status_code == 409
-    assert svc.call("create_branch", {"repo": repo, "name": "topic"}).status_code == 201
-    body = {"repo": repo, "branch": "topic", "path": "notes.txt", "content": "n\n", "message": "n"}
+    assert svc.call("create_branch", {"repo": name, "name": "topic"}).status_code == 201
+    body = {"repo": name, "branch": "topic", "path": "notes.txt", "content": "n\n", "message": "n"}
     assert svc.call("commit_file", body).status_code == 201
-    res = svc.call("merge_branch", {"repo": repo, "source": "topic", "target": "main"})
+    res = svc.call("merge_branch", {"repo": name, "source": "topic", "target": "main"})
     assert res.json()["result"] == "fast_forward"
-    assert svc.repo(repo).out("diff", "--cached", "--name-only", "refs/heads/main") == ""
-    assert svc.call("delete_branch", {"repo": repo, "name": "topic"}).status_code == 200
-    assert svc.call("delete_branch", {"repo": repo, "name": "topic"}).status_code == 404
-    assert svc.call("delete_branch", {"repo": repo, "name": "main"}).status_code == 409
+    assert repo(svc, name).out("diff", "--cached", "--name-only", "refs/heads/main") == ""
+    assert svc.call("delete_branch", {"repo": name, "name": "topic"}).status_code == 200
+    assert svc.call("delete_branch", {"repo": name, "name": "topic"}).status_code == 404
+    assert svc.call("delete_branch", {"repo": name, "name": "main"}).status_code == 409
     assert svc.state()["partial"] == []
     assert_mirror_matches_disk(svc)
 
@@ -379,13 +245,12 @@ def test_merge_conflicts_and_fast_forward_rules(svc: Service) -> None:
 
 
 @pytest.mark.usefixtures("crashable")
-def test_crash_holding_index_lock_then_repair(svc: Service) -> None:
-    wf = workflow("git-update-config")
+def test_crash_holding_index_lock_then_repair(svc: ServiceClient) -> None:
+    wf = svc.workflow("git-update-config")
     params = params_for(wf)
-    args = fill(wf.gold_plan[1].arguments, params)
-    with pytest.raises(Crashed):
-        svc.call("commit_file", args, headers={CRASH_HEADER: "git.after_index_lock"})
-    repo = svc.repo(params["repo"])
+    args = step_args(wf, 1, params)
+    svc.call_until_crash("commit_file", args, "git.after_index_lock")
+    r = repo(svc, params["repo"])
     assert svc.state()["partial"] == [
         f"repository {params['repo']}: lock file .git/index.lock left behind"
     ]
@@ -401,8 +266,8 @@ def test_crash_holding_index_lock_then_repair(svc: Service) -> None:
     # A plain `git commit` in that repository is refused with the same words.
     plain = subprocess.run(
         ["git", "commit", "--allow-empty", "-m", "x"],
-        cwd=repo.path,
-        env=git_env(repo.home),
+        cwd=r.path,
+        env=git_env(r.home),
         capture_output=True,
         text=True,
         check=False,
@@ -418,9 +283,8 @@ def test_crash_holding_index_lock_then_repair(svc: Service) -> None:
     )
     assert svc.call("commit_file", args).status_code == 201
     state = svc.state()
-    assert failing(wf, params, state) == [] and state["partial"] == []
-    ops = [r["op"] for r in svc.commit_log()]
-    assert ops == ["repo.repair", "file.commit"]
+    assert failed_invariants(state, wf, params) == [] and state["partial"] == []
+    assert svc.ops() == ["repo.repair", "file.commit"]
 
 
 @pytest.mark.usefixtures("crashable")
@@ -432,12 +296,11 @@ def test_crash_holding_index_lock_then_repair(svc: Service) -> None:
         ("git.release.after_tag", "tagged"),
     ],
 )
-def test_crash_mid_release_then_resume(svc: Service, point: str, stopped: str) -> None:
-    wf = workflow("git-cut-release")
+def test_crash_mid_release_then_resume(svc: ServiceClient, point: str, stopped: str) -> None:
+    wf = svc.workflow("git-cut-release")
     params = params_for(wf)
-    args = fill(wf.gold_plan[1].arguments, params)
-    with pytest.raises(Crashed):
-        svc.call("cut_release", args, headers={CRASH_HEADER: point})
+    args = step_args(wf, 1, params)
+    svc.call_until_crash("cut_release", args, point)
     partial = svc.state()["partial"]
     assert f"release {params['version']} of {params['repo']} stopped at {stopped}" in partial[-1]
     locked = point == "git.after_index_lock"
@@ -452,19 +315,19 @@ def test_crash_mid_release_then_resume(svc: Service, point: str, stopped: str) -
         res = svc.call("resume_release", resume)
     assert res.status_code == 200 and res.json()["status"] == "complete"
     assert svc.call("resume_release", resume).json()["status"] == "complete"
-    assert_done(svc, wf, params)
+    assert_done_on_disk(svc, wf, params)
 
 
-def test_stale_ref_lock_and_release_branch_without_tag(svc: Service) -> None:
+def test_stale_ref_lock_and_release_branch_without_tag(svc: ServiceClient) -> None:
     h = build_fixture(SEED)["history"][1]
-    repo = svc.repo(h["name"])
-    (repo.git_dir / "refs" / "heads" / "main.lock").write_text("")
+    r = repo(svc, h["name"])
+    (r.git_dir / "refs" / "heads" / "main.lock").write_text("")
     res = svc.call(
         "commit_file",
         {"repo": h["name"], "branch": "main", "path": "a.txt", "content": "a\n", "message": "a"},
     )
     assert res.status_code == 409 and "cannot lock ref 'refs/heads/main'" in res.text
-    assert not (repo.git_dir / "index.lock").exists()  # the lock was rolled back
+    assert not (r.git_dir / "index.lock").exists()  # the lock was rolled back
     assert svc.call("create_branch", {"repo": h["name"], "name": "release/9.9.9"}).is_success
     assert svc.state()["partial"] == [
         f"repository {h['name']}: lock file .git/refs/heads/main.lock left behind",
@@ -502,13 +365,12 @@ def test_ref_names_follow_git_check_ref_format(name: str) -> None:
     ["../x", "a/../../etc/passwd", "/etc/passwd", ".git/config", "a/.git/hooks/x", ".GIT/x",
      "a//b", "a/./b", "a\\b", "a\0b", "", "x/", "a b", "é"],
 )  # fmt: skip
-def test_bad_paths_are_refused(svc: Service, path: str) -> None:
+def test_bad_paths_are_refused(svc: ServiceClient, path: str) -> None:
     assert path_problem(path) is not None
-    repo = build_fixture(SEED)["repos"][0]["name"]
+    name = build_fixture(SEED)["repos"][0]["name"]
     body = {"branch": "main", "path": path, "content": "x", "message": "m"}
-    res = svc.public.post(f"/v1/repos/{repo}/commits", json=body)
-    assert 400 <= res.status_code < 500, res.text
-    res = svc.public.get(f"/v1/repos/{repo}/file", params={"path": path})
+    assert_rejected(svc, "POST", f"/v1/repos/{name}/commits", json=body)
+    res = svc.public.get(f"/v1/repos/{name}/file", params={"path": path})
     assert 400 <= res.status_code < 500, res.text
     assert svc.commit_log() == []
 
@@ -517,11 +379,10 @@ def _commit(**over: Any) -> dict[str, Any]:
     return {"branch": "main", "path": "a.txt", "content": "x", "message": "m", **over}
 
 
-def test_bad_bodies_are_4xx(svc: Service) -> None:
+def test_bad_bodies_are_4xx(svc: ServiceClient) -> None:
     fx = build_fixture(SEED)
-    repo = fx["repos"][0]["name"]
+    base = f"/v1/repos/{fx['repos'][0]['name']}"
     sha = commit(fx["history"][0], "c4")["sha"]
-    base = f"/v1/repos/{repo}"
     bad: list[tuple[str, str, Any]] = [
         ("POST", f"{base}/commits", _commit(content=5)),
         ("POST", f"{base}/commits", _commit(message="  ")),
@@ -552,27 +413,22 @@ def test_bad_bodies_are_4xx(svc: Service) -> None:
         ("POST", f"{base}/releases/x/resume", None),
         ("DELETE", f"{base}/branches?name=..", None),
     ]
-    for method, path, body in bad:
-        res = svc.public.request(method, path, json=body)
-        assert 400 <= res.status_code < 500, (path, body, res.status_code, res.text)
-    assert svc.commit_log() == []
+    with unchanged(svc):
+        for method, path, body in bad:
+            refused(svc, method, path, json=body)
     assert svc.state()["partial"] == []
     assert not list((svc.ctx.data_dir).glob("**/etc"))
 
 
-@pytest.mark.parametrize("raw", [b"{not json", b"", b"\xff\xfe", b'{"branch": "main"'])
-def test_malformed_json_is_4xx(svc: Service, raw: bytes) -> None:
-    repo = build_fixture(SEED)["repos"][0]["name"]
-    headers = {"content-type": "application/json"}
-    for tail in ("commits", "branches", "tags", "merges", "cherry-picks", "reverts", "releases"):
-        res = svc.public.post(f"/v1/repos/{repo}/{tail}", content=raw, headers=headers)
-        assert 400 <= res.status_code < 500, (tail, res.status_code, res.text)
-    assert svc.commit_log() == []
+@pytest.mark.parametrize("raw", [*MALFORMED_JSON, b'{"branch": "main"'])
+def test_malformed_json_is_4xx(svc: ServiceClient, raw: bytes) -> None:
+    base = f"/v1/repos/{build_fixture(SEED)['repos'][0]['name']}"
+    tails = ("commits", "branches", "tags", "merges", "cherry-picks", "reverts", "releases")
+    assert_malformed_json_rejected(svc, [("POST", f"{base}/{t}") for t in tails], raw)
 
 
-def test_bad_queries_are_4xx(svc: Service) -> None:
-    repo = build_fixture(SEED)["repos"][0]["name"]
-    base = f"/v1/repos/{repo}"
+def test_bad_queries_are_4xx(svc: ServiceClient) -> None:
+    base = f"/v1/repos/{build_fixture(SEED)['repos'][0]['name']}"
     assert svc.public.get(f"{base}/log", params={"limit": 0}).status_code == 422
     assert svc.public.get(f"{base}/log", params={"ref": "main^"}).status_code == 400
     assert svc.public.get(f"{base}/log", params={"ref": "nope"}).status_code == 404
