@@ -18,9 +18,9 @@ import time
 from typing import Any
 
 import httpx
+from undobench_gym.agents.scripted import ScriptedAgent
 
 import undobench_gym  # noqa: F401
-from undobench_gym.agents.scripted import ScriptedAgent
 from undobench_gym.env import UndoBenchEnv
 from undobench_gym.pairing import run_episode
 
@@ -90,8 +90,9 @@ def calls(env: UndoBenchEnv, n: int) -> list[float]:
 
 
 def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__,
-                                     formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser = argparse.ArgumentParser(
+        description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
+    )
     parser.add_argument("--resets", type=int, default=50)
     parser.add_argument("--restarts", type=int, default=5)
     parser.add_argument("--calls", type=int, default=200)
@@ -110,7 +111,8 @@ def main() -> None:
         results["docker_call_through_proxy"] = summary(calls(docker_env, args.calls))
         results["container_restart_engine"] = summary(engine_restarts(docker_env, args.restarts))
         results["container_restart_crash_point"] = summary(
-            crash_restarts(docker_env, args.restarts))
+            crash_restarts(docker_env, args.restarts)
+        )
     finally:
         docker_env.close()
         process_env.close()
@@ -120,8 +122,13 @@ def main() -> None:
         print(json.dumps(results, indent=2))
         return
     print(f"docker stack start: {results['docker_stack_start_s']} s")
-    for key in ("docker_reset", "process_reset", "docker_call_through_proxy",
-                "container_restart_engine", "container_restart_crash_point"):
+    for key in (
+        "docker_reset",
+        "process_reset",
+        "docker_call_through_proxy",
+        "container_restart_engine",
+        "container_restart_crash_point",
+    ):
         r = results[key]
         print(f"{key:32s} median {r['median_ms']:8.1f} ms   p95 {r['p95_ms']:8.1f} ms")
     print(f"a container restart costs {results['restart_over_reset']}x a docker reset")
