@@ -93,9 +93,10 @@ def test_close_and_gc_leave_nothing_behind() -> None:
     leaked = DockerRuntime("database")
     leaked.start()
     leaked._finalizer.detach()  # simulate a process that died without closing
-    counts = gc()
-    assert counts["containers"] >= 2 and counts["networks"] >= 2 and counts["volumes"] >= 1
-    assert not any(_project_objects(leaked.client).values())
+    # Only this stack: other stacks of the session (and of other runs) stay up.
+    counts = gc(stack=leaked.stack_id)
+    assert counts == {"containers": 2, "networks": 2, "volumes": 1}
+    assert not any(_project_objects(leaked.client, leaked.stack_id).values())
 
 
 def test_compose_file_is_generated_and_current() -> None:

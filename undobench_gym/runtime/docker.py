@@ -230,10 +230,12 @@ class DockerRuntime(Runtime):
         self._finalizer.detach()
 
 
-def gc(client: Any | None = None) -> dict[str, int]:
-    """Remove every container, network and volume of this project (by label)."""
+def gc(client: Any | None = None, stack: str | None = None) -> dict[str, int]:
+    """Remove every container, network and volume of this project (by label), or only
+    those of one stack."""
     client = client or docker_client()
-    selector = {"label": f"{LABEL}={PROJECT}"}
+    labels = [f"{LABEL}={PROJECT}"] + ([f"{STACK_LABEL}={stack}"] if stack else [])
+    selector = {"label": labels}
     counts = {"containers": 0, "networks": 0, "volumes": 0}
     for c in client.containers.list(all=True, filters=selector):
         with contextlib.suppress(Exception):
