@@ -10,7 +10,7 @@ OUT ?= runs/quickstart
 $(STAMP): pyproject.toml
 	$(PY) -m venv $(VENV)
 	$(BIN)/pip install --quiet --upgrade pip
-	$(BIN)/pip install --quiet -e '.[dev,docker]'
+	$(BIN)/pip install --quiet -e '.[dev,docker,llm,train]'
 	touch $(STAMP)
 
 setup: $(STAMP)

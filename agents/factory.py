@@ -1,15 +1,46 @@
-"""`--agent` specs to agent objects: scripted | python:MODULE:CLASS (more in later issues)."""
+"""`--agent` specs to agent objects.
+
+scripted | openai:MODEL@BASE_URL | vllm:MODEL | hf:PATH | python:MODULE:CLASS, with
+`framework` F1 (native tool calls; the default for openai and vllm) or F2 (ReAct text; the
+default for hf, whose small models rarely have a tool-aware chat template).
+"""
 
 from __future__ import annotations
 
 import importlib
+import os
+import re
 from typing import Any
 
 from undobench_gym.errors import UndoBenchError
 
+FRAMEWORKS = ("F1", "F2")
+SPECS = "scripted, openai:MODEL@BASE_URL, vllm:MODEL, hf:PATH or python:MODULE:CLASS"
+_OPENAI = re.compile(r"openai:(?P<model>.+?)@(?P<url>https?://\S+)")
 
-def make_agent(spec: str, framework: str | None = None) -> Any:
-    """`framework` (F1 native tool calls, F2 ReAct text) applies to LLM agents."""
+
+def _framework(framework: str | None, default: str) -> str:
+    chosen = (framework or default).upper()
+    if chosen not in FRAMEWORKS:
+        raise UndoBenchError(
+            f"unknown framework {framework!r}: F1 (native tool calls) or F2 (ReAct text)"
+        )
+    return chosen
+
+
+def _llm(backend: Any, framework: str, config: Any) -> Any:
+    from .llm.f1 import ToolCallingAgent
+    from .llm.f2 import ReActAgent
+
+    cls = ToolCallingAgent if framework == "F1" else ReActAgent
+    return cls(backend, config)
+
+
+def make_agent(spec: str, framework: str | None = None, config: Any = None) -> Any:
+    """`config` is an `llm.LLMConfig` for LLM agents (default: from UNDOBENCH_LLM_* env
+    variables); `framework` applies to LLM agents only."""
+    if framework is not None:
+        _framework(framework, "F1")
     if spec == "scripted":
         from .scripted import ScriptedAgent
 
@@ -25,6 +56,31 @@ def make_agent(spec: str, framework: str | None = None) -> Any:
         if not hasattr(agent, "act") or not hasattr(agent, "name"):
             raise UndoBenchError(f"{spec}: an agent needs a `name` and an `act(observation)`")
         return agent
-    raise UndoBenchError(
-        f"agent {spec!r} is not available; use 'scripted' or 'python:MODULE:CLASS'"
-    )
+    if spec.startswith(("openai:", "vllm:", "hf:")):
+        from .llm.base import LLMConfig
+
+        config = config or LLMConfig.from_env()
+        kind, _, rest = spec.partition(":")
+        if not rest:
+            raise UndoBenchError(f"agent {spec!r} names no model; expected {SPECS}")
+        if kind == "openai":
+            from .llm.backends import OpenAIBackend
+
+            m = _OPENAI.fullmatch(spec)
+            model, url = (m["model"], m["url"]) if m else (rest, os.environ.get("OPENAI_BASE_URL"))
+            if not url:
+                raise UndoBenchError(
+                    f"agent {spec!r}: expected openai:MODEL@BASE_URL, e.g. "
+                    "openai:Qwen/Qwen2.5-7B-Instruct@http://127.0.0.1:8000/v1 "
+                    "(or set OPENAI_BASE_URL)"
+                )
+            backend: Any = OpenAIBackend(model, url, timeout_s=config.timeout_s)
+            return _llm(backend, _framework(framework, "F1"), config)
+        if kind == "vllm":
+            from .llm.local import VLLMBackend
+
+            return _llm(VLLMBackend(rest), _framework(framework, "F1"), config)
+        from .llm.local import HFBackend
+
+        return _llm(HFBackend(rest, threads=config.hf_threads), _framework(framework, "F2"), config)
+    raise UndoBenchError(f"agent {spec!r} is not available; use {SPECS}")

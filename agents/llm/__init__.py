@@ -1,0 +1,16 @@
+"""LLM agents: F1 (native tool calls) and F2 (ReAct text) over pluggable model backends."""
+
+from .backends import OpenAIBackend, ProviderError, TransientProviderError
+from .base import LLMAgent, LLMConfig
+from .f1 import ToolCallingAgent
+from .f2 import ReActAgent
+
+__all__ = [
+    "LLMAgent",
+    "LLMConfig",
+    "OpenAIBackend",
+    "ProviderError",
+    "ReActAgent",
+    "ToolCallingAgent",
+    "TransientProviderError",
+]

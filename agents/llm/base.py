@@ -1,0 +1,176 @@
+"""What F1 and F2 share: configuration, seeded sampling, provider retries, stats, and the
+checkpoint/restore of the conversation (for POST_ACK_PRE_CHECKPOINT)."""
+
+from __future__ import annotations
+
+import copy
+import os
+import time
+from collections import Counter
+from collections.abc import Callable
+from dataclasses import dataclass, field, fields
+from typing import Any
+
+from undobench_gym.errors import UndoBenchError
+from undobench_gym.seeding import derive_seed
+
+from .backends import Backend, ProviderError, Reply, Request, TransientProviderError
+
+ENV_PREFIX = "UNDOBENCH_LLM_"
+
+
+@dataclass(frozen=True)
+class LLMConfig:
+    """Sampling and retry settings; `from_env()` reads UNDOBENCH_LLM_<FIELD> (upper case)."""
+
+    temperature: float = 0.0
+    max_tokens: int = 1024
+    max_text_replies: int = 2  # F1: consecutive replies without a tool call before giving up
+    retries: int = 4  # provider retries per model turn (so at most retries + 1 requests)
+    backoff_s: float = 0.5  # first wait; doubles per retry
+    backoff_max_s: float = 8.0
+    timeout_s: float = 120.0  # per request
+    hf_threads: int = 0  # hf: torch CPU threads (0: torch's default; 1 is faster on a busy CPU)
+
+    @classmethod
+    def from_env(cls, environ: dict[str, str] | None = None) -> LLMConfig:
+        env = os.environ if environ is None else environ
+        values: dict[str, Any] = {}
+        for f in fields(cls):
+            raw = env.get(ENV_PREFIX + f.name.upper())
+            if raw is None:
+                continue
+            kind = int if f.type in (int, "int") else float
+            try:
+                values[f.name] = kind(raw)
+            except ValueError:
+                raise UndoBenchError(
+                    f"{ENV_PREFIX}{f.name.upper()}={raw!r} is not a valid {kind.__name__}"
+                ) from None
+        config = cls(**values)
+        config.check()
+        return config
+
+    def check(self) -> None:
+        if self.temperature < 0 or self.max_tokens < 1 or self.max_text_replies < 1:
+            raise UndoBenchError(
+                "LLM config: temperature must be >= 0, max_tokens and max_text_replies >= 1"
+            )
+        if self.retries < 0 or self.backoff_s < 0 or self.timeout_s <= 0 or self.hf_threads < 0:
+            raise UndoBenchError(
+                "LLM config: retries, backoff_s, hf_threads must be >= 0 and timeout_s > 0"
+            )
+
+
+def turn_seed(task_instance: str, turn: int) -> int:
+    """The sampling seed of one model turn: the same in the control and the fault episode of
+    a pair (task_instance is shared) until their conversations diverge."""
+    return derive_seed(task_instance, "llm-turn", turn) % 2**31
+
+
+STAT_KEYS = (
+    "requests",
+    "provider_errors",
+    "retries",
+    "prompt_tokens",
+    "completion_tokens",
+    "actions",
+    "text_replies",
+    "nudges",
+    "gave_up_after_text",
+    "extra_tool_calls",
+    "malformed_arguments",
+    "parse_failures",
+)
+
+
+@dataclass
+class Conversation:
+    """Everything an episode's agent remembers; checkpoint() deep-copies it."""
+
+    task_instance: str = ""
+    tools: list[dict[str, Any]] = field(default_factory=list)
+    messages: list[dict[str, Any]] = field(default_factory=list)
+    turn: int = 0
+    pending: list[str] = field(default_factory=list)  # F1: tool_call ids awaiting results
+    acted: bool = False  # F2: an action was returned, so the next observation answers it
+
+
+class LLMAgent:
+    """Base of F1/F2. `stats` counts over the agent's life, `episode_stats` per episode."""
+
+    framework = ""
+
+    def __init__(
+        self,
+        backend: Backend,
+        config: LLMConfig | None = None,
+        *,
+        sleep: Callable[[float], None] = time.sleep,
+    ) -> None:
+        self.backend = backend
+        self.config = config or LLMConfig()
+        self.config.check()
+        self.model = backend.model
+        self.name = f"{backend.kind}:{backend.model}@{self.framework}"
+        self.stats: Counter[str] = Counter({k: 0 for k in STAT_KEYS})
+        self.episode_stats: Counter[str] = Counter({k: 0 for k in STAT_KEYS})
+        self.conv = Conversation()
+        self._sleep = sleep
+
+    # ---- harness protocol ---------------------------------------------------------
+
+    def reset_task(self, info: dict[str, Any]) -> None:
+        self.episode_stats = Counter({k: 0 for k in STAT_KEYS})
+        self.conv = Conversation(task_instance=str(info["task_instance"]), tools=info["tools"])
+        self.conv.messages = self.initial_messages(info)
+
+    def checkpoint(self) -> Conversation:
+        return copy.deepcopy(self.conv)
+
+    def restore(self, state: Conversation) -> None:
+        self.conv = copy.deepcopy(state)
+
+    def initial_messages(self, info: dict[str, Any]) -> list[dict[str, Any]]:
+        raise NotImplementedError
+
+    # ---- shared machinery ---------------------------------------------------------
+
+    def count(self, key: str, n: int = 1) -> None:
+        self.stats[key] += n
+        self.episode_stats[key] += n
+
+    def complete(
+        self, *, tools: list[dict[str, Any]] | None, stop: list[str] | None = None
+    ) -> Reply:
+        """One model turn, retried with bounded exponential backoff on transient provider
+        errors. Nothing has been dispatched yet, so a retry cannot repeat a tool call."""
+        request = Request(
+            messages=copy.deepcopy(self.conv.messages),
+            tools=tools,
+            seed=turn_seed(self.conv.task_instance, self.conv.turn),
+            temperature=self.config.temperature,
+            max_tokens=self.config.max_tokens,
+            stop=stop,
+        )
+        self.conv.turn += 1
+        attempt = 0
+        while True:
+            self.count("requests")
+            try:
+                reply = self.backend.complete(request)
+            except TransientProviderError as exc:
+                self.count("provider_errors")
+                if attempt >= self.config.retries:
+                    raise ProviderError(
+                        f"{self.name}: the model provider kept failing ({exc.kind}: {exc}) "
+                        f"after {attempt} retries; check the server, or raise "
+                        f"{ENV_PREFIX}RETRIES"
+                    ) from exc
+                self._sleep(min(self.config.backoff_max_s, self.config.backoff_s * 2**attempt))
+                attempt += 1
+                self.count("retries")
+                continue
+            self.count("prompt_tokens", reply.prompt_tokens)
+            self.count("completion_tokens", reply.completion_tokens)
+            return reply

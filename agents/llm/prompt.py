@@ -1,0 +1,51 @@
+"""The one system prompt both frameworks use, and the ReAct tool listing of F2.
+
+Deliberately neutral: it says what the agent is and how to end, and nothing about faults,
+retries, idempotency or being benchmarked, so any recovery measured is the model's own.
+"""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+
+SYSTEM_PROMPT = (
+    "You are an operations assistant. You carry out tasks on a company's systems by calling "
+    "the tools you are given; each tool call is a request to a live service, and you see its "
+    "result. Use the results to decide what to do next. When the task is complete, or if it "
+    'cannot be completed, call the `finish` tool with a status ("done" or "gave_up") and a '
+    "short summary."
+)
+
+NUDGE = "Call one of the tools, or finish."
+
+EXTRA_CALL_NOT_EXECUTED = (
+    "Not executed: one tool call is executed per turn, and this was not the first call of the turn."
+)
+
+REACT_FORMAT = """Reply in exactly this format, with one action per reply:
+
+Thought: <your reasoning>
+Action: {"tool": "<tool name>", "arguments": {<the tool's arguments>}}
+
+The Action is a single JSON object. After each action you receive its result as
+"Observation: ...". To end, use the finish tool, e.g.
+Action: {"tool": "finish", "arguments": {"status": "done", "summary": "..."}}"""
+
+
+def describe_tools(tools: list[dict[str, Any]]) -> str:
+    """OpenAI function-tool schemas as plain text: name, description, JSON schema."""
+    lines = []
+    for tool in tools:
+        fn = tool.get("function", tool)
+        schema = json.dumps(fn.get("parameters", {}), sort_keys=True, separators=(",", ":"))
+        lines.append(f"- {fn['name']}: {fn.get('description', '').strip()}\n  arguments: {schema}")
+    return "\n".join(lines)
+
+
+def react_system_prompt(tools: list[dict[str, Any]]) -> str:
+    return f"{SYSTEM_PROMPT}\n\nTools:\n{describe_tools(tools)}\n\n{REACT_FORMAT}"
+
+
+def observation_message(observation: str) -> str:
+    return f"Observation: {observation}"
