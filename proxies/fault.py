@@ -46,7 +46,7 @@ class FaultInjector:
             **extra,
         }
         flow.metadata["ub_fault"] = record
-        self.state.mark_fired(record)
+        self.state.mark_fired(record, flow.metadata.get("ub_episode"))
 
     async def _present(self, flow: http.HTTPFlow, visible_error: str, timeout_s: float) -> None:
         """Show the failure the way a client of a real gateway sees it."""
@@ -83,6 +83,8 @@ class FaultInjector:
         plan = self.state.plan
         if plan is None or flow.response is None:
             return
+        if flow.metadata.get("ub_episode") != self.state.episode_id:
+            return  # a call of an earlier episode, finishing late: not this episode's fault
         if flow.metadata.pop("ub_drop_response", False):
             status = flow.response.status_code
             flow.metadata["ub_upstream_status"] = status

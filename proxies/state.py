@@ -106,15 +106,21 @@ class EpisodeState:
                 self.tool_counts[tool] = nth
             return self.call_index, nth
 
-    def add_event(self, event: dict[str, Any]) -> None:
+    def add_event(self, event: dict[str, Any], episode: str | None) -> None:
+        """Record a finished call, unless it began in an earlier episode: a flow held by a
+        `timeout` fault can finish after the env has moved on to the next episode."""
         with self.lock:
+            if episode != self.episode_id:
+                return
             if len(self.events) < MAX_EVENTS:
                 self.events.append(event)
             else:
                 self.dropped_events += 1
 
-    def mark_fired(self, record: dict[str, Any]) -> None:
+    def mark_fired(self, record: dict[str, Any], episode: str | None) -> None:
         with self.lock:
+            if episode != self.episode_id:
+                return
             self.fired = True
             self.fault = record
 

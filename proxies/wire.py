@@ -24,6 +24,7 @@ class CallCounter:
         flow.metadata["ub_nth"] = nth
         flow.metadata["ub_read_only"] = bool(route and route.read_only)
         flow.metadata["ub_t0"] = time.monotonic()
+        flow.metadata["ub_episode"] = self.state.episode_id
 
 
 class WireCapture:
@@ -48,7 +49,8 @@ class WireCapture:
                 "forwarded": flow.metadata.get("ub_forwarded", True),
                 "fault": flow.metadata.get("ub_fault"),
                 "ms": round((time.monotonic() - t0) * 1000, 3),
-            }
+            },
+            flow.metadata.get("ub_episode"),
         )
 
     def response(self, flow: http.HTTPFlow) -> None:

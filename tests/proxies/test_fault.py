@@ -200,3 +200,16 @@ def test_router_rewrites_by_prefix_and_404s_unknown() -> None:
 def test_bad_plans_are_rejected(bad: dict[str, Any]) -> None:
     with pytest.raises(ValueError):
         FaultPlan.from_json(bad)
+
+
+def test_a_late_flow_of_the_previous_episode_is_not_recorded() -> None:
+    state = make_state(scenario="s", action="drop_response", tool="create_charge")
+    late = flow()
+    run_request(state, late)
+    state.begin("ep2", None)  # the env moved on while the first call was still held
+    respond(state, late, 201)
+    assert state.events == [] and not state.fired
+    fresh = flow()
+    run_request(state, fresh)
+    respond(state, fresh, 201)
+    assert [e["index"] for e in state.events] == [1]
