@@ -131,34 +131,52 @@ def catalogue_markdown(rows: list[dict[str, Any]]) -> str:
 
 
 def _run(args: argparse.Namespace) -> int:
-    from .agents.methods import METHODS, PLANNED
-    from .catalog import all_workflows
-    from .runner import expand, parse_seeds, run_sweep
+    from .runner import run_sweep
+    from .sweep import load_sweep, resolve_execution, spec_from_flags
 
-    if bool(args.workflows) == bool(args.split):
-        raise UndoBenchError("give exactly one of --workflows ID,ID or --split dev|val|test")
-    workflows = (
-        args.workflows.split(",") if args.workflows else [w.id for w in all_workflows(args.split)]
+    factorial = {
+        "workflows": args.workflows,
+        "split": args.split,
+        "scenarios": args.scenarios,
+        "method": args.method,
+        "seeds": args.seeds,
+        "agent": args.agent,
+        "framework": args.framework,
+        "runtime": args.runtime,
+        "max_steps": args.max_steps,
+    }
+    given = {k: v for k, v in factorial.items() if v is not None}
+    if args.sweep:
+        if given:
+            flags = ", ".join("--" + k.replace("_", "-") for k in given)
+            raise UndoBenchError(
+                f"the factorial comes from --sweep {args.sweep}; drop {flags} "
+                "(or put them in the sweep file)"
+            )
+        spec = load_sweep(args.sweep)
+    else:
+        if bool(args.workflows) == bool(args.split):
+            raise UndoBenchError("give exactly one of --workflows ID,ID or --split dev|val|test")
+        spec = spec_from_flags({"method": "bare", "seeds": "1-5", **given})
+    run = resolve_execution(
+        spec,
+        executor=args.executor,
+        workers=args.workers,
+        trial_timeout=args.trial_timeout,
+        max_attempts=args.max_attempts,
+        max_stacks=args.max_stacks,
+        ray_address=args.ray_address,
     )
-    methods = [m.strip() for m in args.method.split(",") if m.strip()]
-    for m in methods:
-        if m not in METHODS:
-            extra = " (planned, not available yet)" if m in PLANNED else ""
-            raise UndoBenchError(f"unknown method {m!r}{extra}; choose from {', '.join(METHODS)}")
-    if args.executor != "local" or args.workers != 1:
-        raise UndoBenchError("only --executor local --workers 1 is available in this build")
-    scenarios = args.scenarios.split(",") if args.scenarios else None
-    trials = expand(workflows, scenarios, methods, parse_seeds(args.seeds))
     out = Path(args.out)
     summary = run_sweep(
-        trials,
-        agent_spec=args.agent,
-        framework=args.framework,
-        runtime=args.runtime,
+        spec.expand(),
+        agent_spec=spec.agents[0],
+        runtime=spec.runtime,
         out=out,
         resume=args.resume,
-        max_steps=args.max_steps,
+        max_steps=spec.max_steps,
         progress=not args.quiet and sys.stderr.isatty(),
+        **run,
     )
     _print_summary(summary, out)
     return 0
@@ -301,18 +319,49 @@ def build_parser() -> argparse.ArgumentParser:
     )
     t.set_defaults(func=_tasks)
 
-    r = sub.add_parser("run", help="run paired control/fault trials")
+    r = sub.add_parser(
+        "run",
+        help="run paired control/fault trials",
+        description="Run paired control/fault trials: give the factorial with flags or in "
+        "a sweep file (--sweep), and run it in this process, in --workers N local worker "
+        "processes, or on Ray (--executor ray).",
+    )
+    r.add_argument("--sweep", metavar="FILE", help="sweep file (.toml/.yaml): the factorial")
     r.add_argument("--workflows", help="comma-separated workflow ids")
     r.add_argument("--split", choices=["dev", "val", "test"])
     r.add_argument("--scenarios", help="comma-separated scenario ids (default: all)")
-    r.add_argument("--method", default="bare", help=METHODS_HELP)
-    r.add_argument("--seeds", default="1-5", help="e.g. 1-20 or 1,2,5")
-    r.add_argument("--agent", default="scripted", help="scripted | python:MODULE:CLASS")
+    r.add_argument("--method", default=None, help=METHODS_HELP + " (default bare)")
+    r.add_argument("--seeds", default=None, help="e.g. 1-20 or 1,2,5 (default 1-5)")
+    r.add_argument("--agent", default=None, help="scripted (default) | python:MODULE:CLASS | ...")
     r.add_argument("--framework", default=None, help="agent framework label (F1|F2)")
-    r.add_argument("--runtime", default="process", choices=["process", "docker"])
-    r.add_argument("--executor", default="local", choices=["local", "ray"])
-    r.add_argument("--workers", type=int, default=1)
-    r.add_argument("--max-steps", type=int, default=20)
+    r.add_argument("--runtime", default=None, choices=["process", "docker"])
+    r.add_argument("--max-steps", type=int, default=None, help="step budget (default 20)")
+    r.add_argument(
+        "--executor",
+        default=None,
+        choices=["local", "ray"],
+        help="local (default) or ray (pip install 'undobench-gym[ray]')",
+    )
+    r.add_argument("--workers", type=int, default=None, help="parallel stacks/workers (default 1)")
+    r.add_argument(
+        "--trial-timeout",
+        type=float,
+        default=None,
+        metavar="S",
+        help="seconds per pair before it counts as an infrastructure error (default 300)",
+    )
+    r.add_argument(
+        "--max-attempts",
+        type=int,
+        default=None,
+        help="attempts per pair on infrastructure errors only (default 2: one retry)",
+    )
+    r.add_argument(
+        "--max-stacks", type=int, default=None, help="stacks kept open per worker (default 4)"
+    )
+    r.add_argument(
+        "--ray-address", default=None, help="an existing Ray cluster (default: start one)"
+    )
     r.add_argument("--out", required=True, help="run directory")
     r.add_argument("--resume", action="store_true", help="skip pairs already recorded")
     r.add_argument("--quiet", action="store_true", help="no progress bar")

@@ -1,4 +1,11 @@
-"""Run a sweep of paired trials on one machine and write trials.jsonl and summary.json."""
+"""Run a sweep of paired trials and write trials.jsonl, run_meta.json and summary.json.
+
+The driver expands the factorial into pairs with stable ids, hands them to an executor
+(in-process, local worker processes, or Ray actors), applies one retry policy to every
+pair (infrastructure errors only), and alone appends to trials.jsonl (flushed and fsynced
+per line), so a driver killed at any moment loses at most the pairs in flight and
+`resume=True` runs exactly those again.
+"""
 
 from __future__ import annotations
 
@@ -8,22 +15,29 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
-
 from .catalog import find_workflow
-from .env import UndoBenchEnv
-from .errors import StackStartError, StackUnhealthyError, UndoBenchError
-from .pairing import Agent, pair_id, run_pair
+from .errors import UndoBenchError
+from .executors import DEFAULT_MAX_STACKS, RetryPolicy, TrialTask, make_executor
+from .executors.base import USAGE, Executor, Outcome, StackKey
+from .executors.meta import RunMeta, progress_bar
+from .executors.schedule import Scheduler
+from .pairing import Agent, pair_id
 from .specs import FaultScenario, WorkflowSpec
 from .trials import TrialWriter, read_trials
+
+DEFAULT_TRIAL_TIMEOUT_S = 300.0
 
 
 @dataclass(frozen=True)
 class TrialSpec:
+    """One pair of the factorial. `agent`/`framework` None: the sweep's default agent."""
+
     workflow: WorkflowSpec
     scenario: FaultScenario
     method: str
     seed: int
+    agent: str | None = None
+    framework: str | None = None
 
     def pair_id(self, agent: str) -> str:
         return pair_id(self.workflow.id, self.scenario.id, self.method, self.seed, agent)
@@ -52,9 +66,14 @@ def parse_seeds(text: str) -> list[int]:
 
 
 def expand(
-    workflows: list[str], scenarios: list[str] | None, methods: list[str], seeds: list[int]
+    workflows: list[str],
+    scenarios: list[str] | None,
+    methods: list[str],
+    seeds: list[int],
+    agents: list[tuple[str | None, str | None]] | None = None,
 ) -> list[TrialSpec]:
-    """The deterministic trial list: workflow x scenario x method x seed, in that order."""
+    """The deterministic trial list: workflow x scenario x method x seed (x agent, framework),
+    in that order."""
     out = []
     for wid in workflows:
         wf = find_workflow(wid)
@@ -67,7 +86,8 @@ def expand(
         for sc in chosen:
             for m in methods:
                 for s in seeds:
-                    out.append(TrialSpec(wf, sc, m, s))
+                    for agent, framework in agents or [(None, None)]:
+                        out.append(TrialSpec(wf, sc, m, s, agent, framework))
     return out
 
 
@@ -100,59 +120,61 @@ def _error_episode(message: str) -> dict[str, Any]:
     }
 
 
-def _error_record(
-    t: TrialSpec,
-    agent: str,
-    runtime: str,
-    message: str,
-    model: str | None = None,
-    framework: str | None = None,
-) -> dict[str, Any]:
+def _error_record(t: TrialTask, agent: str, meta: dict[str, Any], message: str) -> dict[str, Any]:
+    wf = find_workflow(t.workflow)
+    sc = wf.scenario(t.scenario)
     return {
-        "pair_id": t.pair_id(agent),
-        "workflow": t.workflow.id,
-        "domain": t.workflow.domain,
-        "split": t.workflow.split,
-        "kind": t.workflow.kind,
+        "pair_id": t.pair_id,
+        "workflow": wf.id,
+        "domain": wf.domain,
+        "split": wf.split,
+        "kind": wf.kind,
         "seed": t.seed,
         "method": t.method,
         "agent": agent,
-        "model": model,
-        "framework": framework,
-        "runtime": runtime,
-        "scenario": t.scenario.id,
-        "boundary": t.scenario.boundary.value,
-        "ambiguous": t.scenario.ambiguous,
+        "model": meta.get("model"),
+        "framework": meta.get("framework"),
+        "runtime": t.runtime,
+        "scenario": sc.id,
+        "boundary": sc.boundary.value,
+        "ambiguous": sc.ambiguous,
         "prefix_equivalent": None,
         "control": _error_episode(message),
         "fault": _error_episode(message),
     }
 
 
-class _Envs:
-    """One env (one stack) per (domain, server-idempotency mode), replaced when it breaks."""
-
-    def __init__(self, runtime: str, max_steps: int) -> None:
-        self.runtime, self.max_steps = runtime, max_steps
-        self.envs: dict[tuple[str, str], UndoBenchEnv] = {}
-
-    def get(self, domain: str, idem: str) -> UndoBenchEnv:
-        key = (domain, idem)
-        if key not in self.envs:
-            self.envs[key] = UndoBenchEnv(
-                domain, runtime=self.runtime, server_idempotency=idem, max_steps=self.max_steps
+def build_tasks(
+    trials: list[TrialSpec], *, agent_spec: str, framework: str | None, runtime: str, max_steps: int
+) -> tuple[list[TrialTask], dict[str, dict[str, Any]]]:
+    """Pairs as executor tasks, plus each pair's agent name/model/framework. Builds every
+    agent once here, so a bad agent spec fails before any stack starts."""
+    agents: dict[tuple[str, str | None], dict[str, Any]] = {}
+    tasks: list[TrialTask] = []
+    info: dict[str, dict[str, Any]] = {}
+    for t in trials:
+        spec, fw = t.agent or agent_spec, t.framework or framework
+        if (spec, fw) not in agents:
+            a = make_agent(spec, fw)
+            agents[spec, fw] = {
+                "name": a.name,
+                "model": getattr(a, "model", None),
+                "framework": fw or getattr(a, "framework", None),
+            }
+        meta = agents[spec, fw]
+        pid = t.pair_id(meta["name"])
+        if pid in info:
+            raise UndoBenchError(
+                f"two trials share the pair id {pid} ({t.workflow.id}, {t.scenario.id}, "
+                f"{t.method}, seed {t.seed}, agent {meta['name']!r}): agents in one sweep "
+                "need distinct names"
             )
-        return self.envs[key]
-
-    def discard(self, domain: str, idem: str) -> None:
-        env = self.envs.pop((domain, idem), None)
-        if env is not None:
-            env.close()
-
-    def close(self) -> None:
-        for env in self.envs.values():
-            env.close()
-        self.envs.clear()
+        info[pid] = meta
+        wf, sc = t.workflow, t.scenario
+        tasks.append(
+            TrialTask(pid, wf.id, wf.domain, sc.id, t.method, t.seed, spec, fw, runtime, max_steps)
+        )
+    return tasks, info
 
 
 def run_sweep(
@@ -166,80 +188,136 @@ def run_sweep(
     progress: bool = True,
     on_trial: Callable[[dict[str, Any]], None] | None = None,
     framework: str | None = None,
+    executor: str | Executor = "local",
+    workers: int = 1,
+    trial_timeout: float | None = DEFAULT_TRIAL_TIMEOUT_S,
+    retry: RetryPolicy | None = None,
+    ray_address: str | None = None,
+    max_stacks: int = DEFAULT_MAX_STACKS,
+    hard_timeout_grace: float | None = None,
 ) -> dict[str, Any]:
-    from .agents.methods import server_idempotency_for, wrap
+    """Run `trials` (skipping recorded pairs when `resume`) and return the summary.
+
+    `executor` is "local" (one worker in this process; `workers` > 1 spawns processes) or
+    "ray", or a ready `Executor` to reuse across sweeps (then `workers`, `trial_timeout`,
+    `max_stacks` and `ray_address` are its own, and it is left open)."""
     from .evaluation.report import write_reports
 
+    retry = retry or RetryPolicy()
     trials_path = out / "trials.jsonl"
     if trials_path.exists() and trials_path.stat().st_size and not resume:
         raise UndoBenchError(
             f"{trials_path} already has trials: pass --resume to continue it, "
             "or choose another --out"
         )
-    agent = make_agent(agent_spec, framework)
-    model: str | None = getattr(agent, "model", None)
-    framework = framework or getattr(agent, "framework", None)
-    envs = _Envs(runtime, max_steps)
-    columns = (
-        TextColumn("{task.description}"),
-        BarColumn(),
-        MofNCompleteColumn(),
-        TimeElapsedColumn(),
+    tasks, info = build_tasks(
+        trials, agent_spec=agent_spec, framework=framework, runtime=runtime, max_steps=max_steps
     )
-    with TrialWriter(trials_path) as writer, Progress(*columns, disable=not progress) as bar:
-        todo = [t for t in trials if t.pair_id(agent.name) not in writer.done]
-        task = bar.add_task("paired trials", total=len(trials), completed=len(trials) - len(todo))
+    with TrialWriter(trials_path) as writer:
+        todo = [t for t in tasks if t.pair_id not in writer.done]
+        meta = RunMeta(out, retry, trial_timeout=trial_timeout)
+        name = executor if isinstance(executor, str) else executor.name
+        slots = workers if isinstance(executor, str) else executor.slots
+        meta.start(executor=name, workers=slots, planned=len(tasks), todo=len(todo))
+        written = replaced = 0
         try:
-            for t in todo:
-                idem = server_idempotency_for(t.method)
-                record = None
-                for attempt in range(2):
-                    env = envs.get(t.workflow.domain, idem)
-                    try:
-                        record = run_pair(
-                            wrap(env, t.method),
-                            agent,
-                            workflow=t.workflow,
-                            scenario=t.scenario,
-                            seed=t.seed,
-                            method=t.method,
-                            runtime=runtime,
-                            model=model,
-                            framework=framework,
-                        )
-                        break
-                    except (StackStartError, StackUnhealthyError) as exc:
-                        failure: Exception = exc
-                    except UndoBenchError:
-                        raise  # a usage error: stop the sweep, it would fail every trial
-                    except Exception as exc:
-                        failure = exc
-                    # An infrastructure failure: replace the stack and retry the pair once.
-                    envs.discard(t.workflow.domain, idem)
-                    if attempt == 1:
-                        record = _error_record(
-                            t,
-                            agent.name,
-                            runtime,
-                            f"{type(failure).__name__}: {failure}",
-                            model,
-                            framework,
-                        )
-                assert record is not None
-                writer.write(record)
-                if on_trial:
-                    on_trial(record)
-                bar.advance(task)
+            if todo:
+                owned = isinstance(executor, str)
+                ex = (
+                    make_executor(
+                        executor,
+                        workers,
+                        trial_timeout=trial_timeout,
+                        max_stacks=max_stacks,
+                        ray_address=ray_address,
+                        grace=hard_timeout_grace,
+                    )
+                    if isinstance(executor, str)
+                    else executor
+                )
+                done = len(tasks) - len(todo)
+                try:
+                    with progress_bar(progress, total=len(tasks), done=done) as bar:
+                        written = _drive(ex, todo, writer, retry, info, bar, on_trial)
+                finally:
+                    replaced = int(getattr(ex, "replaced", 0))
+                    if owned:
+                        ex.close()
         finally:
-            envs.close()
-    summary = write_reports(out)
+            meta.finish(written=written, replaced=replaced, trials=read_trials(trials_path))
+    summary: dict[str, Any] = write_reports(out)
     return summary
+
+
+def _drive(
+    ex: Executor,
+    todo: list[TrialTask],
+    writer: TrialWriter,
+    retry: RetryPolicy,
+    info: dict[str, dict[str, Any]],
+    bar: Any,
+    on_trial: Callable[[dict[str, Any]], None] | None,
+) -> int:
+    """Keep every slot busy; record each outcome, or requeue it under the retry policy."""
+    queue = Scheduler(todo)
+    by_id = {t.pair_id: t for t in todo}
+    running: dict[int, StackKey] = {}
+    failures: dict[str, list[dict[str, Any]]] = {}
+    written = retries = 0
+    while len(queue) or running:
+        for slot in ex.idle():
+            others = {k for s in range(ex.slots) if s != slot for k in ex.held(s)}
+            others |= {k for s, k in running.items() if s != slot}
+            task = queue.pop_for(ex.held(slot), others)
+            if task is None:
+                break
+            attempt = len(failures.get(task.pair_id, ())) + 1
+            ex.submit(slot, task, attempt)
+            running[slot] = task.stack_key
+        outcomes = ex.wait(timeout=0.5)
+        busy = set(range(ex.slots)) - set(ex.idle())
+        running = {s: k for s, k in running.items() if s in busy}
+        for out in outcomes:
+            task = by_id[out.pair_id]
+            if out.error_kind == USAGE:
+                raise UndoBenchError(f"{task.workflow}/{task.scenario}: {out.error}")
+            if out.error_kind is not None:
+                failures.setdefault(task.pair_id, []).append(
+                    {"attempt": out.attempt, "kind": out.error_kind, "error": out.error}
+                )
+                if retry.should_retry(out.error_kind, out.attempt):
+                    retries += 1
+                    queue.push_front(task)
+                    bar.note(retries=retries)
+                    continue
+            record = _finalize(out, task, info[task.pair_id], failures.get(task.pair_id, []))
+            writer.write(record)
+            written += 1
+            if on_trial:
+                on_trial(record)
+            bar.advance(infra=record["control"]["error"] is not None)
+    return written
+
+
+def _finalize(
+    out: Outcome, task: TrialTask, meta: dict[str, Any], failures: list[dict[str, Any]]
+) -> dict[str, Any]:
+    if out.record is not None:
+        record = out.record
+    else:
+        message = f"{out.error_kind}: {out.error}"
+        record = _error_record(task, meta["name"], meta, message)
+    record["attempts"] = out.attempt
+    record["infra_errors"] = failures
+    record.setdefault("agent_exceptions", 0)
+    return record
 
 
 def load_summary(out: Path) -> dict[str, Any]:
     from .evaluation.summary import summarize
 
-    return summarize(read_trials(out / "trials.jsonl"))
+    summary: dict[str, Any] = summarize(read_trials(out / "trials.jsonl"))
+    return summary
 
 
 def dumps(obj: Any) -> str:

@@ -1,0 +1,233 @@
+"""Executors: same verdicts whatever runs the pairs, and one retry policy for everyone.
+
+The agents below misbehave on purpose (sleep past the timeout, block the alarm, kill their
+worker, raise); they are loaded by spec (`python:tests.test_executors:NAME`) inside the
+worker processes, as a user's agent would be.
+"""
+
+from __future__ import annotations
+
+import importlib.util
+import json
+import os
+import signal
+import time
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+from undobench_gym.agents.scripted import ScriptedAgent
+
+from undobench_gym.executors import InlineExecutor, RetryPolicy
+from undobench_gym.executors.base import HARNESS, TIMEOUT, USAGE, WORKER_DIED, TrialTask
+from undobench_gym.executors.schedule import Scheduler
+from undobench_gym.runner import expand, parse_seeds, run_sweep
+from undobench_gym.trials import read_trials
+
+HERE = "python:tests.test_executors:"
+
+
+class SleepsOnThirdEpisode(ScriptedAgent):
+    """The gold plan, but the third episode it plays hangs (a stuck model call)."""
+
+    name = "sleeps-once"
+    episodes = 0
+
+    def reset(self, plan: list[dict[str, Any]]) -> None:
+        type(self).episodes += 1
+        super().reset(plan)
+
+    def act(self, observation: str) -> dict[str, Any]:
+        if type(self).episodes == 3:
+            time.sleep(30)
+        return super().act(observation)
+
+
+class AlwaysHangs(ScriptedAgent):
+    name = "always-hangs"
+
+    def act(self, observation: str) -> dict[str, Any]:
+        time.sleep(30)
+        return super().act(observation)
+
+
+class BlocksTheAlarm(ScriptedAgent):
+    """Hangs where the worker's own alarm cannot reach it: only the driver can end it."""
+
+    name = "blocks-alarm"
+
+    def act(self, observation: str) -> dict[str, Any]:
+        signal.pthread_sigmask(signal.SIG_BLOCK, {signal.SIGALRM})
+        time.sleep(60)
+        return super().act(observation)
+
+
+class KillsItsWorkerOnce(ScriptedAgent):
+    """Takes its worker process down the first time (marker file), then behaves."""
+
+    name = "kills-worker-once"
+
+    def act(self, observation: str) -> dict[str, Any]:
+        marker = Path(os.environ["UNDOBENCH_TEST_MARKER"])
+        if not marker.exists():
+            marker.write_text("died")
+            os._exit(3)
+        return super().act(observation)
+
+
+class Raises(ScriptedAgent):
+    name = "raises"
+
+    def act(self, observation: str) -> dict[str, Any]:
+        if self.cursor >= 1:
+            raise RuntimeError("model endpoint returned garbage")
+        return super().act(observation)
+
+
+@pytest.fixture(scope="module")
+def inline() -> Iterator[InlineExecutor]:
+    """One in-process worker (and its stacks) for the fast tests; 3 s per pair at most."""
+    ex = InlineExecutor(max_stacks=2, trial_timeout=3.0)
+    yield ex
+    ex.close()
+
+
+def _sweep(out: Path, agent: str, trials: Any = None, **kw: Any) -> list[dict[str, Any]]:
+    trials = trials or expand(["pay-charge-customer"], ["lost-ack"], ["bare"], [1])
+    run_sweep(trials, agent_spec=agent, runtime="process", out=out, progress=False, **kw)
+    return read_trials(out / "trials.jsonl")
+
+
+def _meta(out: Path) -> dict[str, Any]:
+    data: dict[str, Any] = json.loads((out / "run_meta.json").read_text())
+    return data
+
+
+def _verdicts(trials: list[dict[str, Any]]) -> dict[str, Any]:
+    return {
+        t["pair_id"]: [
+            (t[s]["success"], t[s]["verdict"], t[s]["state_hash"], t[s]["transcript"])
+            for s in ("control", "fault")
+        ]
+        for t in trials
+    }
+
+
+# ---- policy and scheduling (no stacks) -------------------------------------------------
+
+
+def test_only_infrastructure_errors_are_retried_and_the_cap_is_the_same_for_all() -> None:
+    p = RetryPolicy(max_attempts=2)
+    for kind in (TIMEOUT, WORKER_DIED, HARNESS):
+        assert p.should_retry(kind, 1) and not p.should_retry(kind, 2)
+    assert not p.should_retry(None, 1)  # a finished pair, success or not
+    assert not p.should_retry(USAGE, 1)
+    with pytest.raises(ValueError, match="only infrastructure errors"):
+        RetryPolicy(retry_on=("agent_failure",))
+    assert p.describe()["max_attempts"] == 2
+
+
+def _task(workflow: str, domain: str, method: str, seed: int) -> TrialTask:
+    return TrialTask(f"{workflow}-{method}-{seed}", workflow, domain, "s", method, seed,
+                     "scripted", None, "process", 20)  # fmt: skip
+
+
+def test_scheduler_keeps_workers_on_their_stacks() -> None:
+    tasks = [_task("pay", "payments", m, s) for m in ("bare", "B2-K") for s in (1, 2)]
+    tasks += [_task("db", "database", "bare", s) for s in (1, 2)]
+    q = Scheduler(tasks)
+    first = q.pop_for([], set())
+    assert first is not None and first.stack_key == ("payments", "native")
+    # Another worker gets a stack nobody holds, in sweep order.
+    second = q.pop_for([], {("payments", "native")})
+    assert second is not None and second.stack_key == ("payments", "all")
+    again = q.pop_for([("payments", "native")], {("payments", "all")})
+    assert again is not None and again.pair_id == "pay-bare-2"
+    q.push_front(again)  # a retry keeps its place
+    assert q.pop_for([("payments", "native")], set()) == again
+    assert len(q) == 3
+
+
+# ---- real stacks ---------------------------------------------------------------------------
+
+
+def test_agent_exceptions_are_agent_failures_and_never_retried(
+    tmp_path: Path, inline: InlineExecutor
+) -> None:
+    [t] = _sweep(tmp_path, HERE + "Raises", executor=inline)
+    assert t["attempts"] == 1 and t["infra_errors"] == [] and t["agent_exceptions"] == 2
+    for side in ("control", "fault"):
+        assert t[side]["error"] is None and t[side]["success"] is False
+        last = t[side]["transcript"][-1]["action"]
+        assert last["tool"] == "finish" and "RuntimeError" in last["arguments"]["summary"]
+    assert _meta(tmp_path)["counts"]["pairs_with_agent_exceptions"] == 1
+
+
+@pytest.mark.slow
+def test_timeouts_are_infrastructure_errors_retried_once(
+    tmp_path: Path, inline: InlineExecutor
+) -> None:
+    SleepsOnThirdEpisode.episodes = 0
+    trials = expand(["pay-charge-customer"], ["lost-ack"], ["bare"], [1, 2])
+    got = {t["seed"]: t for t in _sweep(tmp_path / "a", HERE + "SleepsOnThirdEpisode",
+                                        trials, executor=inline)}  # fmt: skip
+    assert got[1]["attempts"] == 1 and got[1]["infra_errors"] == []
+    # The second pair hung once: recorded as a timeout, retried on a fresh stack, kept.
+    assert got[2]["attempts"] == 2 and [f["kind"] for f in got[2]["infra_errors"]] == [TIMEOUT]
+    assert got[2]["control"]["error"] is None and got[2]["control"]["success"]
+    counts = _meta(tmp_path / "a")["counts"]
+    assert counts["retried_pairs"] == 1 and counts["recovered_by_retry"] == 1
+
+    [t] = _sweep(tmp_path / "b", HERE + "AlwaysHangs", executor=inline)
+    assert t["attempts"] == 2 and [f["kind"] for f in t["infra_errors"]] == [TIMEOUT, TIMEOUT]
+    assert t["control"]["error"].startswith("timeout:") and t["fault"]["success"] is False
+    meta = _meta(tmp_path / "b")
+    assert meta["counts"]["infra_error_pairs"] == 1
+    assert meta["counts"]["failed_attempts_by_kind"] == {TIMEOUT: 2}
+    assert meta["retry_policy"]["max_attempts"] == 2
+
+
+@pytest.mark.slow
+def test_one_and_two_workers_give_the_same_verdicts(tmp_path: Path) -> None:
+    trials = expand(["pay-charge-customer"], ["lost-ack", "pre-503"], ["bare", "B0"], [1, 2])
+    trials += expand(["db-create-order"], ["lost-ack"], ["bare"], parse_seeds("1-2"))
+    one = _sweep(tmp_path / "one", "scripted", trials)
+    two = _sweep(tmp_path / "two", "scripted", trials, workers=2)
+    assert len(one) == len(two) == len(trials)
+    assert _verdicts(one) == _verdicts(two)
+    assert {t["attempts"] for t in two} == {1}
+    assert _meta(tmp_path / "two")["sessions"][0]["workers"] == 2
+
+
+@pytest.mark.slow
+def test_a_worker_that_dies_is_replaced_and_its_pair_retried(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setenv("UNDOBENCH_TEST_MARKER", str(tmp_path / "marker"))
+    [t] = _sweep(tmp_path / "run", HERE + "KillsItsWorkerOnce", workers=2)
+    assert [f["kind"] for f in t["infra_errors"]] == [WORKER_DIED]
+    assert "exit code 3" in t["infra_errors"][0]["error"]
+    assert t["attempts"] == 2 and t["control"]["success"] and t["control"]["error"] is None
+
+
+@pytest.mark.slow
+def test_a_hung_worker_is_killed_after_the_grace_period(tmp_path: Path) -> None:
+    t0 = time.monotonic()
+    [t] = _sweep(
+        tmp_path, HERE + "BlocksTheAlarm", workers=2, trial_timeout=1.0, hard_timeout_grace=1.0
+    )
+    assert [f["kind"] for f in t["infra_errors"]] == [TIMEOUT, TIMEOUT]
+    assert "worker killed" in t["infra_errors"][0]["error"]
+    assert t["control"]["error"].startswith("timeout:")
+    assert time.monotonic() - t0 < 60  # not the agent's 60 s sleep, twice
+
+
+@pytest.mark.slow
+@pytest.mark.skipif(importlib.util.find_spec("ray") is None, reason="needs the ray extra")
+def test_local_and_ray_give_the_same_verdicts(tmp_path: Path) -> None:
+    trials = expand(["pay-charge-customer"], ["lost-ack", "ambiguous"], ["bare", "B2"], [1, 2])
+    local = _sweep(tmp_path / "local", "scripted", trials)
+    ray = _sweep(tmp_path / "ray", "scripted", trials, executor="ray", workers=2)
+    assert _verdicts(local) == _verdicts(ray)
+    assert _meta(tmp_path / "ray")["sessions"][0]["executor"] == "ray"

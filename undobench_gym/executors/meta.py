@@ -1,0 +1,163 @@
+"""run_meta.json (the retry policy and what it did) and the sweep's progress bar.
+
+The counts are recomputed from trials.jsonl at the end of every session, so they describe
+the whole run however often it was resumed; each session (executor, workers, wall time)
+is listed, and one the driver did not survive keeps `"finished": null`.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import os
+import socket
+import time
+from collections import Counter
+from collections.abc import Iterator
+from datetime import UTC, datetime
+from pathlib import Path
+from typing import Any
+
+from rich.console import Console
+from rich.progress import (
+    BarColumn,
+    MofNCompleteColumn,
+    Progress,
+    ProgressColumn,
+    Task,
+    TaskProgressColumn,
+    TextColumn,
+    TimeElapsedColumn,
+    TimeRemainingColumn,
+)
+from rich.text import Text
+
+from .base import RetryPolicy
+
+META_FILE = "run_meta.json"
+
+
+def _now() -> str:
+    return datetime.now(UTC).isoformat(timespec="seconds")
+
+
+def _write_atomic(path: Path, data: dict[str, Any]) -> None:
+    tmp = path.with_suffix(".json.tmp")
+    tmp.write_text(json.dumps(data, indent=2) + "\n", encoding="utf-8")
+    os.replace(tmp, path)
+
+
+def retry_counts(trials: list[dict[str, Any]]) -> dict[str, Any]:
+    """What the retry policy did, over every recorded pair."""
+    kinds: Counter[str] = Counter()
+    for t in trials:
+        kinds.update(f["kind"] for f in t.get("infra_errors") or [])
+    attempts = [int(t.get("attempts") or 1) for t in trials]
+    errored = [bool(t["control"].get("error") or t["fault"].get("error")) for t in trials]
+    return {
+        "pairs": len(trials),
+        "attempts": sum(attempts),
+        "retried_pairs": sum(a > 1 for a in attempts),
+        "recovered_by_retry": sum(a > 1 and not e for a, e in zip(attempts, errored, strict=True)),
+        "infra_error_pairs": sum(errored),
+        "failed_attempts_by_kind": dict(sorted(kinds.items())),
+        "pairs_with_agent_exceptions": sum(bool(t.get("agent_exceptions")) for t in trials),
+    }
+
+
+class RunMeta:
+    def __init__(self, out: Path, retry: RetryPolicy, *, trial_timeout: float | None) -> None:
+        self.path = out / META_FILE
+        self.retry, self.trial_timeout = retry, trial_timeout
+        self.data: dict[str, Any] = {}
+        self._t0 = time.monotonic()
+
+    def start(self, *, executor: str, workers: int, planned: int, todo: int) -> None:
+        try:
+            previous = json.loads(self.path.read_text(encoding="utf-8"))
+        except (OSError, ValueError):
+            previous = {}
+        self.data = {
+            "retry_policy": self.retry.describe(),
+            "trial_timeout_s": self.trial_timeout,
+            "counts": previous.get("counts", {}),
+            "sessions": [*previous.get("sessions", [])],
+        }
+        self.data["sessions"].append(
+            {
+                "started": _now(),
+                "finished": None,
+                "executor": executor,
+                "workers": workers,
+                "host": socket.gethostname(),
+                "pid": os.getpid(),
+                "planned_pairs": planned,
+                "to_run": todo,
+            }
+        )
+        _write_atomic(self.path, self.data)
+
+    def finish(self, *, written: int, replaced: int, trials: list[dict[str, Any]]) -> None:
+        session = self.data["sessions"][-1]
+        wall = time.monotonic() - self._t0
+        session.update(
+            finished=_now(),
+            written=written,
+            workers_replaced=replaced,
+            wall_s=round(wall, 2),
+            pairs_per_s=round(written / wall, 3) if wall > 0 else None,
+        )
+        self.data["counts"] = retry_counts(trials)
+        _write_atomic(self.path, self.data)
+
+
+class _Rate(ProgressColumn):
+    def render(self, task: Task) -> Text:
+        speed = task.finished_speed or task.speed
+        return Text("-.-- pairs/s" if speed is None else f"{speed:.2f} pairs/s", style="cyan")
+
+
+class Bar:
+    def __init__(self, progress: Progress | None, task: Any) -> None:
+        self.progress, self.task = progress, task
+        self.retries = self.infra = 0
+
+    def _status(self) -> None:
+        if self.progress is not None:
+            self.progress.update(
+                self.task, status=f"retries {self.retries} · infra errors {self.infra}"
+            )
+
+    def advance(self, *, infra: bool = False) -> None:
+        self.infra += infra
+        if self.progress is not None:
+            self.progress.advance(self.task)
+        self._status()
+
+    def note(self, *, retries: int) -> None:
+        self.retries = retries
+        self._status()
+
+
+@contextlib.contextmanager
+def progress_bar(enabled: bool, *, total: int, done: int) -> Iterator[Bar]:
+    """A rich bar on stderr with rate and ETA (nothing at all when disabled)."""
+    if not enabled:
+        yield Bar(None, None)
+        return
+    columns = (
+        TextColumn("{task.description}"),
+        BarColumn(),
+        MofNCompleteColumn(),
+        TaskProgressColumn(),
+        _Rate(),
+        TimeElapsedColumn(),
+        TextColumn("ETA"),
+        TimeRemainingColumn(),
+        TextColumn("{task.fields[status]}", style="dim"),
+    )
+    with Progress(*columns, console=Console(stderr=True), speed_estimate_period=120) as p:
+        task = p.add_task("paired trials", total=total, completed=done, status="")
+        bar = Bar(p, task)
+        bar._status()
+        yield bar

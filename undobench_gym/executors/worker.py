@@ -1,0 +1,239 @@
+"""The worker side, shared by every executor: it owns stacks and agents for its lifetime and
+turns one `TrialTask` into one `Outcome`.
+
+Failures are sorted here: an exception raised by agent code ends that episode as the
+agent's give-up (an agent failure, recorded and never retried); anything that breaks the
+harness or a stack becomes an infrastructure error of a named kind, and the stack it
+happened on is discarded so a retry starts on a fresh one.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import ctypes
+import os
+import signal
+import threading
+import time
+from collections import OrderedDict
+from collections.abc import Callable, Iterator
+from types import FrameType
+from typing import Any
+
+from ..catalog import find_workflow
+from ..env import UndoBenchEnv
+from ..errors import StackStartError, StackUnhealthyError, UndoBenchError
+from ..pairing import run_pair
+from .base import (
+    HARNESS,
+    STACK_START,
+    STACK_UNHEALTHY,
+    TIMEOUT,
+    USAGE,
+    Outcome,
+    StackKey,
+    TrialTask,
+)
+
+_PR_SET_PDEATHSIG = 1
+
+
+class TrialTimeout(BaseException):
+    """Raised by the trial alarm. A BaseException, so neither agent code nor the harness's
+    own `except Exception` can swallow it."""
+
+
+@contextlib.contextmanager
+def alarm(seconds: float | None) -> Iterator[None]:
+    """Interrupt the block after `seconds` (SIGALRM; only where this is the main thread)."""
+    if not seconds or threading.current_thread() is not threading.main_thread():
+        yield
+        return
+
+    def fire(_sig: int, _frame: FrameType | None) -> None:
+        raise TrialTimeout(f"the trial ran past its {seconds:g}s timeout")
+
+    previous = signal.signal(signal.SIGALRM, fire)
+    signal.setitimer(signal.ITIMER_REAL, seconds)
+    try:
+        yield
+    finally:
+        signal.setitimer(signal.ITIMER_REAL, 0)
+        signal.signal(signal.SIGALRM, previous)
+
+
+class GuardedAgent:
+    """Delegates to the agent; an exception in agent code becomes a `finish` (gave_up) with
+    the exception in its summary, so the episode is scored as the agent's failure."""
+
+    _GUARDED = ("reset", "reset_task", "checkpoint", "restore")
+
+    def __init__(self, inner: Any) -> None:
+        self._inner = inner
+        self.name: str = inner.name
+        self.exceptions = 0
+        self._broken: str | None = None
+
+    def __getattr__(self, attr: str) -> Any:
+        value = getattr(self._inner, attr)  # AttributeError keeps hasattr() honest
+        if attr in self._GUARDED and callable(value):
+            return self._guard(value)
+        return value
+
+    def _guard(self, fn: Callable[..., Any]) -> Callable[..., Any]:
+        def call(*args: Any, **kw: Any) -> Any:
+            if fn.__name__ in ("reset", "reset_task"):
+                self._broken = None
+            try:
+                return fn(*args, **kw)
+            except Exception as exc:
+                self._fail(exc)
+                return None
+
+        return call
+
+    def _fail(self, exc: Exception) -> None:
+        self.exceptions += 1
+        self._broken = f"agent raised {type(exc).__name__}: {exc}"[:1000]
+
+    def act(self, observation: str) -> dict[str, Any] | str:
+        if self._broken is None:
+            try:
+                action: dict[str, Any] | str = self._inner.act(observation)
+                return action
+            except Exception as exc:
+                self._fail(exc)
+        return {"tool": "finish", "arguments": {"status": "gave_up", "summary": self._broken}}
+
+
+class StackPool:
+    """At most `max_stacks` envs (one stack each), least recently used closed first."""
+
+    def __init__(self, runtime: str, max_steps: int, max_stacks: int) -> None:
+        self.runtime, self.max_steps, self.max_stacks = runtime, max_steps, max(1, max_stacks)
+        self.envs: OrderedDict[StackKey, UndoBenchEnv] = OrderedDict()
+
+    def get(self, key: StackKey) -> UndoBenchEnv:
+        if key in self.envs:
+            self.envs.move_to_end(key)
+            return self.envs[key]
+        while len(self.envs) >= self.max_stacks:
+            _, old = self.envs.popitem(last=False)
+            old.close()
+        domain, idem = key
+        env = UndoBenchEnv(
+            domain, runtime=self.runtime, server_idempotency=idem, max_steps=self.max_steps
+        )
+        self.envs[key] = env
+        return env
+
+    def discard(self, key: StackKey) -> None:
+        env = self.envs.pop(key, None)
+        if env is not None:
+            with contextlib.suppress(Exception):
+                env.close()
+
+    def keys_lru(self) -> list[StackKey]:
+        return list(self.envs)
+
+    def close(self) -> None:
+        while self.envs:
+            _, env = self.envs.popitem()
+            with contextlib.suppress(Exception):
+                env.close()
+
+
+class TrialWorker:
+    """Owns stack pools (one per runtime and step budget) and agents (one per spec)."""
+
+    def __init__(self, name: str, *, max_stacks: int, trial_timeout: float | None) -> None:
+        self.name = name
+        self.max_stacks = max_stacks
+        self.trial_timeout = trial_timeout
+        self.pools: dict[tuple[str, int], StackPool] = {}
+        self.agents: dict[tuple[str, str | None], Any] = {}
+
+    def _agent(self, spec: str, framework: str | None) -> Any:
+        key = (spec, framework)
+        if key not in self.agents:
+            from ..agents.factory import make_agent
+
+            self.agents[key] = make_agent(spec, framework=framework)
+        return self.agents[key]
+
+    def _pool(self, task: TrialTask) -> StackPool:
+        key = (task.runtime, task.max_steps)
+        if key not in self.pools:
+            self.pools[key] = StackPool(task.runtime, task.max_steps, self.max_stacks)
+        return self.pools[key]
+
+    def held(self) -> list[StackKey]:
+        return [k for pool in self.pools.values() for k in pool.keys_lru()]
+
+    def run(self, task: TrialTask, attempt: int) -> Outcome:
+        from ..agents.methods import wrap
+
+        t0 = time.monotonic()
+        out = Outcome(task.pair_id, attempt, worker=self.name)
+        try:  # not infrastructure: a bad spec would fail every attempt the same way
+            inner = self._agent(task.agent, task.framework)
+            wf = find_workflow(task.workflow)
+            scenario = wf.scenario(task.scenario)
+        except Exception as exc:
+            out.error_kind, out.error = USAGE, f"{type(exc).__name__}: {exc}"
+            return out
+        pool = self._pool(task)
+        agent = GuardedAgent(inner)
+        try:
+            env = pool.get(task.stack_key)
+            env.runtime  # noqa: B018 - starts the stack; its own start timeout applies
+            with alarm(self.trial_timeout):
+                record = run_pair(
+                    wrap(env, task.method),
+                    agent,
+                    workflow=wf,
+                    scenario=scenario,
+                    seed=task.seed,
+                    method=task.method,
+                    runtime=task.runtime,
+                    model=getattr(inner, "model", None),
+                    framework=task.framework or getattr(inner, "framework", None),
+                )
+            record["agent_exceptions"] = agent.exceptions
+            out.record = record
+        except TrialTimeout as exc:
+            out.error_kind, out.error = TIMEOUT, str(exc)
+        except StackStartError as exc:
+            out.error_kind, out.error = STACK_START, f"{type(exc).__name__}: {exc}"
+        except StackUnhealthyError as exc:
+            out.error_kind, out.error = STACK_UNHEALTHY, f"{type(exc).__name__}: {exc}"
+        except UndoBenchError as exc:
+            out.error_kind, out.error = USAGE, f"{type(exc).__name__}: {exc}"
+        except Exception as exc:
+            out.error_kind, out.error = HARNESS, f"{type(exc).__name__}: {exc}"
+        if out.error_kind not in (None, USAGE):
+            pool.discard(task.stack_key)  # the retry gets a fresh stack
+        out.held = self.held()
+        out.wall_s = round(time.monotonic() - t0, 3)
+        return out
+
+    def close(self) -> None:
+        for pool in self.pools.values():
+            pool.close()
+        self.pools.clear()
+
+
+def die_with_parent(parent_pid: int) -> None:
+    """In a worker process: get SIGTERM when the driver dies (even by SIGKILL), and turn
+    SIGTERM into SystemExit so `finally` blocks close the stacks; ignore Ctrl-C, which the
+    driver handles for the whole sweep."""
+    with contextlib.suppress(Exception):
+        ctypes.CDLL("libc.so.6", use_errno=True).prctl(_PR_SET_PDEATHSIG, signal.SIGTERM)
+    signal.signal(signal.SIGINT, signal.SIG_IGN)
+
+    def stop(_sig: int, _frame: FrameType | None) -> None:
+        raise SystemExit(143)
+
+    signal.signal(signal.SIGTERM, stop)
+    if os.getppid() != parent_pid:  # the driver died before the death signal was armed
+        raise SystemExit(143)
