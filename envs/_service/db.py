@@ -57,6 +57,20 @@ class IdempotencyRecord(Base):
     body: Mapped[str | None] = mapped_column(Text, nullable=True)
 
 
+def row(obj: Any) -> dict[str, Any]:
+    """An ORM object as the plain dict the API answers with."""
+    return {c.key: getattr(obj, c.key) for c in obj.__table__.columns}
+
+
+def insert_fixture(
+    session: Any, fixture: dict[str, list[dict[str, Any]]], order: tuple[tuple[str, Any], ...]
+) -> None:
+    """Insert fixture rows model by model, parents first (foreign keys)."""
+    for key, model in order:
+        session.add_all(model(**r) for r in fixture[key])
+        session.flush()
+
+
 HARNESS_TABLES = ("commit_log", "meta", "service_config", "idempotency_keys")
 
 

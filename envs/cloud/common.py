@@ -15,6 +15,7 @@ from sqlalchemy.exc import IntegrityError
 from sqlalchemy.orm import Session
 
 from .._service.context import ServiceContext, get_ctx, new_id, now, seed_of
+from .._service.db import row as row  # re-exported for the domain modules
 from .._service.mutation import error, record_commit
 from .fixture import COLOURS, address_for, deployment_id
 from .models import Cutover, Deployment, Endpoint, Event, Service, Traffic
@@ -25,10 +26,6 @@ Id = Annotated[str, Field(min_length=1, max_length=64)]
 COLOUR_PATTERN = "^(blue|green)$"
 IMAGE_PATTERN = r"^[a-z0-9][a-z0-9./-]{0,127}:[A-Za-z0-9][A-Za-z0-9._-]{0,63}$"
 MAX_REPLICAS = 50
-
-
-def row(obj: Any) -> dict[str, Any]:
-    return {c.key: getattr(obj, c.key) for c in obj.__table__.columns}
 
 
 def get_or_404(s: Session, model: type[Any], ident: str, what: str) -> Any:

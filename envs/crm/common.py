@@ -10,6 +10,7 @@ from sqlalchemy import select
 from sqlalchemy.orm import Session
 
 from .._service.context import ServiceContext, get_ctx
+from .._service.db import row as row  # re-exported for the domain modules
 from .._service.mutation import error
 from .models import Account, Contact, Email, Enrollment, Lead, Opportunity, SlaContract, SlaRenewal
 
@@ -23,10 +24,6 @@ Ctx = Annotated[ServiceContext, Depends(get_ctx)]
 Id = Annotated[str, Field(min_length=1, max_length=64, pattern=ID_PATTERN)]
 PathId = Annotated[str, Path(min_length=1, max_length=64, pattern=ID_PATTERN)]
 KeyHeader = Annotated[str | None, Header(alias="Idempotency-Key", max_length=255)]
-
-
-def row(obj: Any) -> dict[str, Any]:
-    return {c.key: getattr(obj, c.key) for c in obj.__table__.columns}
 
 
 def get_or_404(s: Session, model: type[Any], ident: str, what: str) -> Any:

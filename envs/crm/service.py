@@ -13,6 +13,7 @@ from sqlalchemy import select
 from sqlalchemy.orm import Session
 
 from .._service.context import DomainService
+from .._service.db import insert_fixture
 from .._service.mutation import READ_ONLY
 from . import composites, mutations
 from .common import (
@@ -209,10 +210,7 @@ _ORDER = (
 
 
 def seed_state(s: Session, seed: int) -> None:
-    fx = build_fixture(seed)
-    for key, model in _ORDER:
-        s.add_all(model(**r) for r in fx[key])
-        s.flush()
+    insert_fixture(s, build_fixture(seed), _ORDER)
 
 
 def partial_state(state: dict[str, Any]) -> list[str]:

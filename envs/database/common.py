@@ -10,16 +10,13 @@ from sqlalchemy import CursorResult, update
 from sqlalchemy.orm import Session
 
 from .._service.context import ServiceContext, get_ctx, now
+from .._service.db import row as row  # re-exported for the domain modules
 from .._service.mutation import error
 from .models import Account, Audit
 
 Ctx = Annotated[ServiceContext, Depends(get_ctx)]
 Id = Annotated[str, Field(min_length=1, max_length=64)]
 PathId = Annotated[str, Path(min_length=1, max_length=64)]
-
-
-def row(obj: Any) -> dict[str, Any]:
-    return {c.key: getattr(obj, c.key) for c in obj.__table__.columns}
 
 
 def get_or_404(s: Session, model: type[Any], ident: str, what: str) -> Any:

@@ -8,12 +8,11 @@ the oracles can check values (file contents, commit counts) on plain rows.
 
 from __future__ import annotations
 
-from typing import Any
-
 from sqlalchemy import JSON, Integer, String, Table, Text, UniqueConstraint
 from sqlalchemy.orm import Mapped, mapped_column
 
 from .._service.db import Base
+from .._service.db import row as row  # re-exported for the domain modules
 
 
 class Repository(Base):
@@ -87,10 +86,6 @@ class Release(Base):
     notes: Mapped[str] = mapped_column(Text)
     created: Mapped[str] = mapped_column(String(32))
     updated: Mapped[str] = mapped_column(String(32))
-
-
-def row(obj: Any) -> dict[str, Any]:
-    return {c.key: getattr(obj, c.key) for c in obj.__table__.columns}
 
 
 TABLES: list[Table] = [

@@ -9,6 +9,7 @@ from pydantic import Field
 from sqlalchemy.orm import Session
 
 from .._service.context import ServiceContext, get_ctx
+from .._service.db import row as row  # re-exported for the domain modules
 from .._service.mutation import error
 
 ID_PATTERN = r"^[A-Za-z0-9][A-Za-z0-9_-]*$"
@@ -19,10 +20,6 @@ Ctx = Annotated[ServiceContext, Depends(get_ctx)]
 Id = Annotated[str, Field(min_length=1, max_length=64, pattern=ID_PATTERN)]
 PathId = Annotated[str, Path(min_length=1, max_length=64, pattern=ID_PATTERN)]
 KeyHeader = Annotated[str | None, Header(alias="Idempotency-Key", max_length=255)]
-
-
-def row(obj: Any) -> dict[str, Any]:
-    return {c.key: getattr(obj, c.key) for c in obj.__table__.columns}
 
 
 def get_or_404(s: Session, model: type[Any], ident: str, what: str) -> Any:

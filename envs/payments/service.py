@@ -14,6 +14,7 @@ from sqlalchemy.orm import Session
 from undobench_gym.seeding import stable_id
 
 from .._service.context import DomainService, ServiceContext, get_ctx, maybe_crash, new_id, now
+from .._service.db import row as _row
 from .._service.mutation import (
     READ_ONLY,
     claim_key,
@@ -44,10 +45,6 @@ Ctx = Annotated[ServiceContext, Depends(get_ctx)]
 KeyHeader = Annotated[str | None, Header(alias="Idempotency-Key", max_length=255)]
 Currency = Annotated[str, Field(pattern="^(usd|eur|gbp)$")]
 Id = Annotated[str, Field(min_length=1, max_length=64)]
-
-
-def _row(obj: Any) -> dict[str, Any]:
-    return {c.key: getattr(obj, c.key) for c in obj.__table__.columns}
 
 
 def _get(s: Session, model: type[Any], ident: str, what: str) -> Any:

@@ -10,6 +10,7 @@ from sqlalchemy import select
 from sqlalchemy.orm import Session
 
 from .._service.context import ServiceContext, get_ctx, new_id, now
+from .._service.db import row as row  # re-exported for the domain modules
 from .._service.mutation import error, record_commit
 from .fixture import SEVERITIES
 from .models import Comment, Escalation, Incident, Notice, Page, Responder
@@ -18,10 +19,6 @@ Ctx = Annotated[ServiceContext, Depends(get_ctx)]
 PathId = Annotated[str, Path(min_length=1, max_length=64)]
 Id = Annotated[str, Field(min_length=1, max_length=64)]
 SEVERITY_PATTERN = "^sev[1-4]$"
-
-
-def row(obj: Any) -> dict[str, Any]:
-    return {c.key: getattr(obj, c.key) for c in obj.__table__.columns}
 
 
 def get_or_404(s: Session, model: type[Any], ident: str, what: str) -> Any:
