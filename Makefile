@@ -5,7 +5,7 @@ BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed
 OUT ?= runs/quickstart
 
-.PHONY: setup run test images lint typecheck bench clean
+.PHONY: setup run test reliability images lint typecheck bench clean
 
 $(STAMP): pyproject.toml
 	$(PY) -m venv $(VENV)
@@ -21,7 +21,10 @@ run: $(STAMP)
 		--method bare,B0,B2 --seeds 1-3 --out $(OUT)
 
 test: $(STAMP)
-	$(BIN)/python -m pytest -m "not gpu" -q
+	$(BIN)/python -m pytest -m "not gpu and not reliability" -q
+
+reliability: $(STAMP)
+	$(BIN)/python -m pytest tests/reliability -m "not gpu" -q
 
 images: $(STAMP)
 	$(BIN)/undobench images build --offline

@@ -1,0 +1,1 @@
+"""Reliability and security checks of the harness itself: see docs/reliability.md."""
