@@ -7,10 +7,10 @@ OUT ?= runs/quickstart
 
 .PHONY: setup run test reliability images lint typecheck bench clean
 
-$(STAMP): pyproject.toml
+$(STAMP): pyproject.toml Makefile
 	$(PY) -m venv $(VENV)
 	$(BIN)/pip install --quiet --upgrade pip
-	$(BIN)/pip install --quiet -e '.[dev,docker,llm,train]'
+	$(BIN)/pip install --quiet -e '.[dev,docker,llm,train,ray]'
 	touch $(STAMP)
 
 setup: $(STAMP)

@@ -11,6 +11,7 @@ import json
 from pathlib import Path
 from typing import Any
 
+from undobench_gym.executors.meta import META_FILE, retry_counts
 from undobench_gym.trials import read_trials
 
 from .metrics import INDICATORS, Pair, is_infra_error, rate
@@ -175,11 +176,22 @@ def _markdown(trials: list[Pair], summary: dict[str, Any], plots: list[Path]) ->
     return "\n".join(lines) + "\n"
 
 
+def retries(out: Path, trials: list[dict[str, Any]]) -> dict[str, Any]:
+    """The retry policy the sweep ran under (from run_meta.json, when the runner wrote
+    one) and what it did, counted over the recorded pairs."""
+    try:
+        policy = json.loads((out / META_FILE).read_text(encoding="utf-8")).get("retry_policy")
+    except (OSError, ValueError):
+        policy = None
+    return {"policy": policy, **retry_counts(trials)}
+
+
 def write_reports(
     out: Path, *, tost_margin: float = TOST_MARGIN, plots: bool = True
 ) -> dict[str, Any]:
     trials = read_trials(out / "trials.jsonl")
     summary = summarize(trials, tost_margin=tost_margin)
+    summary["retries"] = retries(out, trials)
     (out / "summary.json").write_text(json.dumps(summary, indent=2) + "\n")
     _write_csvs(out, summary)
     written: list[Path] = []

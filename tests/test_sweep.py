@@ -186,3 +186,5 @@ def test_resume_after_sigkill_runs_every_pair_exactly_once(tmp_path: Path) -> No
     meta = json.loads((out / "run_meta.json").read_text())
     assert [s["finished"] is None for s in meta["sessions"]] == [True, False]
     assert meta["counts"]["pairs"] == len(expected)
+    retries = json.loads((out / "summary.json").read_text())["retries"]
+    assert retries["policy"] == meta["retry_policy"] and retries["pairs"] == len(expected)

@@ -91,7 +91,9 @@ def test_cli_import_then_report(tmp_path: Path, capsys: pytest.CaptureFixture[st
     assert "wrote 12 new pairs" in capsys.readouterr().out
     summary = json.loads((out / "summary.json").read_text())
     trials = read_trials(out / "trials.jsonl")
+    retries = summary.pop("retries")
     assert summary == summarize(trials)
+    assert retries["policy"] is None and retries["pairs"] == 12  # imported: no run_meta.json
     assert set(summary["by"]["method"]) == {"B0", "B2"}
     assert set(summary["by"]["model"]) == {"M9"}
     # pass^k over the 3 trials of each (task, model, framework) cell.

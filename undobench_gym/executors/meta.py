@@ -53,7 +53,10 @@ def retry_counts(trials: list[dict[str, Any]]) -> dict[str, Any]:
     for t in trials:
         kinds.update(f["kind"] for f in t.get("infra_errors") or [])
     attempts = [int(t.get("attempts") or 1) for t in trials]
-    errored = [bool(t["control"].get("error") or t["fault"].get("error")) for t in trials]
+    errored = [
+        bool((t.get("control") or {}).get("error") or (t.get("fault") or {}).get("error"))
+        for t in trials
+    ]
     return {
         "pairs": len(trials),
         "attempts": sum(attempts),
