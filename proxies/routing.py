@@ -21,10 +21,18 @@ class Router:
             "{}",
             'JSON map of path prefix to upstream, e.g. {"payments": "127.0.0.1:8001"}',
         )
+        loader.add_option(  # type: ignore[attr-defined]
+            "undobench_tools",
+            str,
+            "[]",
+            "JSON list of tools ({name, method, path, read_only}) that name each call",
+        )
 
     def configure(self, updated: set[str]) -> None:
         if "undobench_routes" in updated:
             self.set_routes(json.loads(ctx.options.undobench_routes))
+        if "undobench_tools" in updated:
+            self.state.set_routes(json.loads(ctx.options.undobench_tools))
 
     def set_routes(self, routes: dict[str, str]) -> None:
         parsed = {}

@@ -1,6 +1,7 @@
 """The addon script a stack's mitmdump loads: `mitmdump -s .../stack.py`.
 
 Order matters: strip client headers, number the call, inject the fault, route, record.
+Last, the TCP relay (the admin port in docker) forgets what it relayed.
 """
 
 from __future__ import annotations
@@ -8,6 +9,7 @@ from __future__ import annotations
 from undobench_gym.proxies.control import ControlServer
 from undobench_gym.proxies.fault import FaultInjector
 from undobench_gym.proxies.guard import HeaderGuard
+from undobench_gym.proxies.relay import RelayTrim
 from undobench_gym.proxies.routing import Router
 from undobench_gym.proxies.state import STATE
 from undobench_gym.proxies.wire import CallCounter, WireCapture
@@ -19,4 +21,5 @@ addons = [
     Router(STATE),
     WireCapture(STATE),
     ControlServer(STATE),
+    RelayTrim(),
 ]

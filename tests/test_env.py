@@ -191,3 +191,32 @@ def test_unknown_scenario_and_workflow_are_clear_errors(env_for: Any) -> None:
     with pytest.raises(UndoBenchError, match="Did you mean"):
         gym.make("UndoBench/Payments-v0", workflow="pay-charge-custome")
     assert Boundary.PRE_MUTATION.value == "PRE_MUTATION"
+
+
+def test_an_unplanned_exit_voids_the_episode_and_reset_recovers() -> None:
+    """A service killed between two calls (not by the fault plan) is restarted by the
+    runtime, but the episode is void: step raises StackUnhealthyError, so a sweep retries
+    the pair; the next reset starts cleanly on the same stack."""
+    import os
+    import signal
+
+    from gymnasium.error import ResetNeeded
+
+    from undobench_gym.env import UndoBenchEnv
+    from undobench_gym.errors import StackUnhealthyError
+
+    with UndoBenchEnv("payments", workflow="pay-charge-customer") as env:
+        env.reset(seed=1)
+        step = env.gold_plan()[0]  # a read: get_customer
+        assert json.loads(env.step(step)[0])["status"] == 200
+        service_pid = env.runtime.pids()[0]  # type: ignore[attr-defined]
+        os.kill(service_pid, signal.SIGKILL)
+        with pytest.raises(StackUnhealthyError, match="outside the fault plan"):
+            for _ in range(50):  # the supervisor notices within ~0.1 s
+                env.step(step)
+        with pytest.raises(ResetNeeded):
+            env.step(step)
+        env.reset(seed=1)
+        assert json.loads(env.step(step)[0])["status"] == 200
+        _obs, _reward, terminated, _trunc, info = env.step({"tool": "finish", "arguments": {}})
+        assert terminated and "verdict" in info

@@ -69,8 +69,13 @@ def parse_action(action: Any, tools: dict[str, ToolSpec]) -> ToolCall | ActionEr
             f"not {type(action).__name__}"
         )
     try:
-        size = len(json.dumps(action, default=str))
-    except (TypeError, ValueError):
+        size = len(json.dumps(action, default=str, allow_nan=False))
+        json.dumps(action, default=str, ensure_ascii=False).encode()
+    except UnicodeEncodeError:
+        return ActionError("action holds text that is not valid Unicode (a lone surrogate)")
+    except ValueError:
+        return ActionError("action holds NaN or Infinity, which JSON does not allow")
+    except TypeError:
         return ActionError("action is not JSON-serialisable")
     if size > MAX_ACTION_CHARS:
         return ActionError(f"action is {size} characters; the limit is {MAX_ACTION_CHARS}")
@@ -106,6 +111,12 @@ def parse_action(action: Any, tools: dict[str, ToolSpec]) -> ToolCall | ActionEr
             for e in errors[:5]
         )
         return ActionError(f"invalid arguments for {tool}", details)
+    key = arguments.get("idempotency_key")
+    if isinstance(key, str) and not (key.isascii() and key.isprintable()):
+        # The schema's pattern says so too, but Python's `$` also matches before a final
+        # newline, and a header value with one would break the request.
+        detail = "idempotency_key: printable ASCII only (it is sent as an HTTP header)"
+        return ActionError(f"invalid arguments for {tool}", (detail,))
     return ToolCall(tool, arguments)
 
 

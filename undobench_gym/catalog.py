@@ -59,7 +59,9 @@ class ToolSpec:
 
 KEY_PROPERTY = {
     "type": "string",
+    "minLength": 1,
     "maxLength": 255,
+    "pattern": "^[\\x20-\\x7e]+$",  # it travels as an HTTP header: printable ASCII
     "description": "Idempotency-Key: a repeat with the same key and payload is not applied twice",
 }
 
@@ -165,6 +167,19 @@ class Domain:
     module: str
     workflows: tuple[WorkflowSpec, ...]
     tools: dict[str, ToolSpec] = field(hash=False)
+
+    def proxy_routes(self) -> list[dict[str, Any]]:
+        """The tool table the fault proxy names calls by (`--set undobench_tools=...`): it
+        travels with the proxy's command line, so a restarted proxy still has it."""
+        return [
+            {
+                "name": t.name,
+                "method": t.method,
+                "path": f"/{self.name}{t.path}",
+                "read_only": t.read_only,
+            }
+            for t in self.tools.values()
+        ]
 
     def fixture(self, seed: int) -> dict[str, Any]:
         fixture_module = importlib.import_module(self.module + ".fixture")

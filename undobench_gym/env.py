@@ -13,7 +13,7 @@ from gymnasium.error import ResetNeeded
 from . import catalog
 from .actions import ActionError, ToolCall, call_identity, parse_action, to_request
 from .catalog import FINISH, FINISH_TOOL, ToolSpec
-from .errors import UndoBenchError
+from .errors import StackUnhealthyError, UndoBenchError
 from .oracles import evaluate
 from .runtime import Runtime, make_runtime
 from .seeding import derive_seed, stable_id
@@ -71,6 +71,7 @@ class UndoBenchEnv(gym.Env[str, str]):
         self.observation_space = JsonText()
         self._episode: dict[str, Any] | None = None
         self._suspect = False  # a failure was seen: probe the stack before the next call
+        self._unplanned_exits = 0
 
     # ---- stack ------------------------------------------------------------------
 
@@ -87,18 +88,6 @@ class UndoBenchEnv(gym.Env[str, str]):
             try:
                 ep = self._runtime.start()
                 self._http = httpx.Client(timeout=self.http_timeout)
-                tools = [
-                    {
-                        "name": t.name,
-                        "method": t.method,
-                        "path": f"/{self.domain_name}{t.path}",
-                        "read_only": t.read_only,
-                    }
-                    for t in self._domain.tools.values()
-                ]
-                self._http.post(
-                    f"{ep.control_url}/control/tools", json={"tools": tools}
-                ).raise_for_status()
                 for url in ep.admin_urls.values():
                     self._http.post(
                         f"{url}/admin/config", json={"idempotency_mode": self.server_idempotency}
@@ -133,6 +122,7 @@ class UndoBenchEnv(gym.Env[str, str]):
         scenario = self._pick_scenario(workflow, options.get("fault"))
         rt = self.runtime
         rt.wait_healthy(probe=True)
+        self._unplanned_exits = rt.unplanned_exits  # what happened before is not ours
         self._admin("POST", "/admin/reset", json={"seed": ep_seed})
         params = workflow.draw_params(ep_seed, self._domain.fixture(ep_seed))
         episode_id = stable_id("ep", ep_seed, workflow.id, scenario.id if scenario else "control")
@@ -188,7 +178,6 @@ class UndoBenchEnv(gym.Env[str, str]):
             # key its own state on without breaking paired-prefix equivalence.
             "task_instance": stable_id("task", ep_seed, workflow.id),
             "seed": ep_seed,
-            "scenario": scenario.id if scenario else None,
         }
         return json.dumps({"task": task, "tools": [*sorted(tools), FINISH]}), info
 
@@ -228,6 +217,7 @@ class UndoBenchEnv(gym.Env[str, str]):
         spec: ToolSpec = ep["tools"][call.tool]
         req = to_request(call, spec, self.domain_name)
         self.runtime.wait_healthy(probe=self._suspect)
+        self._check_no_unplanned_exit(ep)
         self._suspect = False
         record = {
             "tool": call.tool,
@@ -270,6 +260,20 @@ class UndoBenchEnv(gym.Env[str, str]):
             body = resp.text[:4000]
         return {"tool": call.tool, "status": resp.status_code, "body": body}
 
+    def _check_no_unplanned_exit(self, ep: dict[str, Any]) -> None:
+        """A service or the proxy exited outside the fault plan (killed, crashed, OOM):
+        what this episode saw is not what the plan asked for, so it is void. Raising makes
+        a sweep replace the stack and retry the pair instead of scoring the agent for it."""
+        seen = self.runtime.unplanned_exits
+        if seen == self._unplanned_exits:
+            return
+        self._unplanned_exits = seen
+        ep["done"] = True
+        raise StackUnhealthyError(
+            f"a process of the {self.domain_name!r} stack exited outside the fault plan "
+            f"during episode {ep['id']}: the episode is void; call reset() to start again"
+        )
+
     @staticmethod
     def _maybe_crash_worker(ep: dict[str, Any], tool: str, status: int) -> None:
         target = ep["worker_crash"]
@@ -296,6 +300,7 @@ class UndoBenchEnv(gym.Env[str, str]):
     def _finish(self, ep: dict[str, Any], *, finished: bool, truncated: bool) -> Verdict:
         ep["done"] = True
         self.runtime.wait_healthy(probe=True)
+        self._check_no_unplanned_exit(ep)
         state = self._admin("GET", "/admin/state")
         commit_log = self._admin("GET", "/admin/commit-log")
         wire = self._control("GET", "/control/wire")

@@ -3,10 +3,14 @@
 from __future__ import annotations
 
 import hashlib
+import json
+import math
 import os
 from typing import Any
 
 from fastapi import APIRouter, FastAPI, Request
+from fastapi.encoders import jsonable_encoder
+from fastapi.exceptions import RequestValidationError
 from fastapi.responses import JSONResponse
 from pydantic import BaseModel, Field
 from sqlalchemy import delete, select
@@ -18,10 +22,36 @@ from .context import IDEMPOTENCY_MODES, DomainService, ServiceContext, scalar_ro
 from .db import CommitLog, IdempotencyRecord, Meta, canonical_json
 
 MAX_BODY_BYTES = 1 << 20
+LABEL_PREFIX = "x-undobench"
+
+
+class _NonFiniteNumber(Exception):
+    pass
+
+
+def _no_constant(name: str) -> Any:
+    raise _NonFiniteNumber(f"{name} is not a JSON number")
+
+
+def _json_problem(body: bytes) -> str | None:
+    """What makes `body` JSON that Python reads but nothing downstream should take: NaN or
+    Infinity (not JSON numbers), or an escaped lone surrogate (no UTF-8 exists for it, so
+    SQLite and every response encoder would fail on it)."""
+    try:
+        value = json.loads(body or b"null", parse_constant=_no_constant)
+        json.dumps(value, ensure_ascii=False).encode()
+    except _NonFiniteNumber as exc:
+        return str(exc)
+    except UnicodeEncodeError:
+        return "a string holds a lone surrogate escape (\\ud800-\\udfff): not Unicode text"
+    except ValueError:
+        return None  # malformed JSON: the route's validation answers it (422)
+    return None
 
 
 class BodyLimit(BaseHTTPMiddleware):
-    """Refuse oversized bodies with 413 before they are parsed."""
+    """Refuse oversized bodies with 413 before they are parsed, and JSON that Python reads
+    but RFC 8259 text cannot hold (NaN, Infinity, lone surrogates) with 422."""
 
     async def dispatch(self, request: Request, call_next: RequestResponseEndpoint) -> Response:
         length = request.headers.get("content-length")
@@ -30,15 +60,70 @@ class BodyLimit(BaseHTTPMiddleware):
                 status_code=413,
                 content={"error": {"type": "payload_too_large", "message": "body over 1 MiB"}},
             )
+        if "json" in request.headers.get("content-type", ""):
+            body = await request.body()  # cached: the route reads it again
+            problem = _json_problem(body)
+            if problem is not None:
+                return JSONResponse(
+                    status_code=422, content={"error": {"type": "invalid_json", "message": problem}}
+                )
         return await call_next(request)
 
 
+def _without_labels(node: Any) -> Any:
+    if isinstance(node, dict):
+        return {k: _without_labels(v) for k, v in node.items() if not k.startswith(LABEL_PREFIX)}
+    if isinstance(node, list):
+        return [_without_labels(v) for v in node]
+    return node
+
+
+def public_openapi(app: FastAPI, title: str) -> dict[str, Any]:
+    """The API document a client of the real service would get: the routes and schemas,
+    without the effect labels the harness builds its catalogue from (`app.openapi()`),
+    nor the harness's name."""
+    doc: dict[str, Any] = _without_labels(app.openapi())
+    doc["info"] = {**doc.get("info", {}), "title": title.removeprefix("UndoBench ") + " API"}
+    return doc
+
+
+def _json_safe(value: Any) -> Any:
+    """Validation errors echo the input; a NaN or Infinity in it is not JSON."""
+    if isinstance(value, float) and not math.isfinite(value):
+        return str(value)
+    if isinstance(value, str):
+        return value.encode("utf-8", "backslashreplace").decode()
+    if isinstance(value, dict):
+        return {k: _json_safe(v) for k, v in value.items()}
+    if isinstance(value, (list, tuple)):
+        return [_json_safe(v) for v in value]
+    return value
+
+
+async def _validation_error(request: Request, exc: Exception) -> Response:
+    assert isinstance(exc, RequestValidationError)
+    return JSONResponse(
+        status_code=422, content={"detail": _json_safe(jsonable_encoder(exc.errors()))}
+    )
+
+
 def create_public_app(ctx: ServiceContext) -> FastAPI:
-    app = FastAPI(title=ctx.domain.title, version="1.0.0")
+    # FastAPI's own /openapi.json, /docs and /redoc would show the labels (and /docs
+    # loads its UI from a CDN): serve the plain document only.
+    app = FastAPI(
+        title=ctx.domain.title, version="1.0.0", openapi_url=None, docs_url=None, redoc_url=None
+    )
     app.state.ctx = ctx
     app.add_middleware(BodyLimit)
+    app.add_exception_handler(RequestValidationError, _validation_error)
     for router in ctx.domain.routers:
         app.include_router(router)
+    document = public_openapi(app, ctx.domain.title)
+
+    @app.get("/openapi.json", include_in_schema=False)
+    def openapi() -> dict[str, Any]:
+        return document
+
     return app
 
 
@@ -79,6 +164,7 @@ def reset_state(ctx: ServiceContext, seed: int) -> None:
 def create_admin_app(ctx: ServiceContext) -> FastAPI:
     app = FastAPI(title=f"{ctx.domain.title} admin", version="1.0.0")
     app.state.ctx = ctx
+    app.add_exception_handler(RequestValidationError, _validation_error)
     router = APIRouter(prefix="/admin")
 
     @router.get("/health")

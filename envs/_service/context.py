@@ -15,10 +15,10 @@ from fastapi import APIRouter, Request
 from sqlalchemy import Engine, Table, select
 from sqlalchemy.orm import Session
 
+from undobench_gym.runtime.base import CRASH_EXIT_CODE
+
 from .db import Base, Meta, ServiceConfig, make_engine
 
-#: Exit status of a service that stopped at an armed crash point (EX_TEMPFAIL).
-CRASH_EXIT_CODE = 75
 CRASH_HEADER = "x-undobench-crash-point"
 EPOCH = datetime(2026, 1, 1, tzinfo=UTC)
 IDEMPOTENCY_MODES = ("native", "all", "none")

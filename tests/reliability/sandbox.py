@@ -15,6 +15,8 @@ import tempfile
 from collections.abc import Iterator
 from pathlib import Path
 
+from undobench_gym.runtime.process import OWNER_FILE
+
 from .strategies import MARK
 
 #: Where an escaping name could land, outside any sandbox: searched for MARK by name.
@@ -47,15 +49,18 @@ def files_under(root: Path) -> set[Path]:
 
 
 def unexpected_files(root: Path, workdir: Path, allowed: set[Path]) -> list[str]:
-    """Files below `root` outside `workdir/data` and the workdir's logs, minus `allowed`
-    (what was there before the stack started)."""
+    """Files below `root` outside `workdir/data` and the runtime's own files in the
+    workdir (logs, owner record, the proxy's CA in `mitmproxy/`), minus `allowed` (what
+    was there before the stack started)."""
     out = []
     for path in files_under(root):
         if path in allowed:
             continue
         if path.is_relative_to(workdir / "data"):
             continue
-        if path.parent == workdir and path.suffix == ".log":
+        if path.parent == workdir and (path.suffix == ".log" or path.name == OWNER_FILE):
+            continue
+        if path.is_relative_to(workdir / "mitmproxy"):
             continue
         out.append(str(path.relative_to(root)))
     return sorted(out)

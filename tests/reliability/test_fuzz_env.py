@@ -10,7 +10,6 @@ types; missing and unknown fields), next to whole actions that are not tool call
 
 from __future__ import annotations
 
-import contextlib
 import json
 import time
 from collections.abc import Iterator
@@ -32,7 +31,6 @@ from .strategies import (
     SCALE,
     SURROGATE,
     garbage_actions,
-    has_surrogate,
     mutated,
     object_from_schema,
     string_pool,
@@ -43,7 +41,6 @@ pytestmark = pytest.mark.slow
 #: fewer. UB_FUZZ_SCALE multiplies every count (e.g. 10 for a deep run).
 EXAMPLES = {"git": 150, "storage": 150}
 DEFAULT_EXAMPLES = 300
-MITMPROXY_CONFDIR = "home/.mitmproxy/"
 SEED = 1
 
 
@@ -129,28 +126,6 @@ def actions_for(base: UndoBenchEnv, pool: list[str]) -> st.SearchStrategy[Any]:
     return episode()
 
 
-def _arguments(action: Any) -> Any:
-    with contextlib.suppress(ValueError, TypeError):
-        if isinstance(action, str):
-            action = json.loads(action)
-        if isinstance(action, dict):
-            args = action.get("arguments")
-            return json.loads(args) if isinstance(args, str) else args
-    return None
-
-
-def known_bug(action: Any) -> str | None:
-    """The xfail test that pins the crash this action would hit, if any (kept out of the
-    broad property so that it keeps looking for other bugs)."""
-    if has_surrogate(action):
-        return "test_lone_surrogate_is_an_invalid_action"
-    args = _arguments(action)
-    key = args.get("idempotency_key") if isinstance(args, dict) else None
-    if isinstance(key, str) and not all(0x20 <= ord(c) <= 0x7E for c in key):
-        return "test_non_ascii_idempotency_key_is_an_invalid_action"
-    return None
-
-
 def check_observation(obs: str, action: Any) -> None:
     parsed = json.loads(obs)
     shown = repr(action)[:300]
@@ -174,7 +149,6 @@ def test_env_survives_bad_actions(env_id: str, sandbox: Sandbox, figures: Figure
         "actions": 0,
         "reached_service": 0,
         "invalid_action": 0,
-        "skipped_known_bug": 0,
     }
     t0 = time.monotonic()
 
@@ -187,9 +161,6 @@ def test_env_survives_bad_actions(env_id: str, sandbox: Sandbox, figures: Figure
         env.reset(seed=SEED, options={"workflow": workflow})
         counts["episodes"] += 1
         for action in actions:
-            if known_bug(action):
-                counts["skipped_known_bug"] += 1
-                continue
             obs, _r, terminated, truncated, _info = env.step(action)
             counts["actions"] += 1
             parsed = json.loads(obs)
@@ -205,11 +176,7 @@ def test_env_survives_bad_actions(env_id: str, sandbox: Sandbox, figures: Figure
     run()
     figures.add("fuzz_env", env_id, {**counts, "seconds": round(time.monotonic() - t0, 1)})
     workdir = rt.workdir  # type: ignore[attr-defined]
-    stray = [
-        f
-        for f in unexpected_files(sandbox.root, workdir, sandbox.before[env_id])
-        if not f.startswith(MITMPROXY_CONFDIR)  # see test_proxy_keeps_its_files_in_the_workdir
-    ]
+    stray = unexpected_files(sandbox.root, workdir, sandbox.before[env_id])
     assert not stray, f"files written outside {workdir / 'data'}: {stray[:20]}"
     assert not marked_files(), "an adversarial name escaped into the file system"
     assert counts["reached_service"] > examples // 2, counts
@@ -217,12 +184,6 @@ def test_env_survives_bad_actions(env_id: str, sandbox: Sandbox, figures: Figure
         sandbox.release(env_id)
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="env.step raises UnicodeEncodeError for a string argument holding a lone "
-    "surrogate (JSON text '\\ud800' decodes to one): actions.to_request/httpx encode it "
-    "as UTF-8; expected an invalid_action observation",
-)
 def test_lone_surrogate_is_an_invalid_action(sandbox: Sandbox) -> None:
     env = sandbox.env("UndoBench/Payments-v0")
     env.reset(seed=SEED, options={"workflow": "pay-charge-customer"})
@@ -232,27 +193,13 @@ def test_lone_surrogate_is_an_invalid_action(sandbox: Sandbox) -> None:
     assert obs["error"]["type"] == "invalid_action"
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="the fault proxy (mitmdump, started by proxies/launch.py without a confdir "
-    "option) writes its CA key and certificates to $HOME/.mitmproxy, outside the stack's "
-    "workdir; expected: --set confdir=<workdir>/mitmproxy (and nothing in $HOME)",
-)
 def test_proxy_keeps_its_files_in_the_workdir(sandbox: Sandbox) -> None:
     sandbox.env("UndoBench/Payments-v0")
     written = [p for p in files_under(sandbox.root / "home")]
     assert not written, [str(p.relative_to(sandbox.root)) for p in written]
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="a non-ASCII idempotency_key (e.g. 'é', allowed by catalog.KEY_PROPERTY: only "
-    "maxLength 255) makes env.step raise UnicodeEncodeError (httpx encodes header values "
-    "as ASCII, env.py _call); a key with a control character such as '\\n' comes back as a "
-    "transport connection_reset (h11 refuses the header) though nothing failed on the "
-    "wire; expected: an invalid_action observation (KEY_PROPERTY pattern ^[\\x20-\\x7e]*$)",
-)
-@pytest.mark.parametrize("key", ["\u00e9", "a\nb"])
+@pytest.mark.parametrize("key", ["\u00e9", "a\nb", "trailing\n", ""])
 def test_non_ascii_idempotency_key_is_an_invalid_action(sandbox: Sandbox, key: str) -> None:
     env = sandbox.env("UndoBench/Payments-v0")
     base: UndoBenchEnv = env.unwrapped  # type: ignore[assignment]

@@ -49,16 +49,6 @@ def test_soak_docker_runtime(figures: Figures) -> None:
 
 
 @pytest.mark.docker
-@pytest.mark.xfail(
-    strict=True,
-    reason="on the docker runtime the admin API is relayed by the proxy container's "
-    "mitmproxy in reverse:tcp mode, and mitmproxy keeps every message of a TCP flow "
-    "(TCPFlow.messages) for the connection's lifetime; the env's httpx client keeps that "
-    "connection alive for the whole stack, so the proxy's RSS grows by each admin "
-    "response (~4.4 KB per /admin/state of 3.3 KB; ~10 KiB per episode in a 1,000-episode "
-    "soak, 0.26 KiB on the process runtime). Expected: flat, e.g. a tcp_message hook that "
-    "drops relayed messages, or a plain TCP relay for the admin port",
-)
 def test_docker_admin_relay_does_not_keep_what_it_relayed() -> None:
     import httpx
 

@@ -2,8 +2,11 @@
 
 from __future__ import annotations
 
+import os
 import shutil
+import signal
 import subprocess
+import time
 from typing import Any
 
 import pytest
@@ -80,23 +83,102 @@ def test_crash_point_restarts_the_container_with_its_state(play: Any, env_for: A
     assert play(wf, None, runtime="docker")["success"]
 
 
+def _bridge(rt: Any) -> str:
+    rt._service.reload()
+    (net,) = rt._service.attrs["NetworkSettings"]["Networks"].values()
+    return "br-" + str(net["NetworkID"])[:12]
+
+
+def _host_drops(bridge: str) -> list[str]:
+    """The host INPUT rules that drop what enters from `bridge` (none without iptables)."""
+    if not shutil.which("iptables") or os.geteuid() != 0:
+        return []
+    out = subprocess.run(["iptables", "-S", "INPUT"], capture_output=True, text=True).stdout
+    return [r for r in out.splitlines() if f"-i {bridge} " in r and r.endswith("-j DROP")]
+
+
 def test_close_and_gc_leave_nothing_behind() -> None:
     from undobench_gym.runtime.docker import DockerRuntime, gc
 
+    can_filter = bool(shutil.which("iptables")) and os.geteuid() == 0
     rt = DockerRuntime("payments")
     rt.start()
-    sid = rt.stack_id
+    sid, bridge = rt.stack_id, _bridge(rt)
     assert all(_project_objects(rt.client, sid).values())
+    assert len(_host_drops(bridge)) == int(can_filter)
     rt.close()
     rt.close()
     assert not any(_project_objects(rt.client, sid).values())
+    assert not _host_drops(bridge)
     leaked = DockerRuntime("database")
     leaked.start()
     leaked._finalizer.detach()  # simulate a process that died without closing
+    bridge = _bridge(leaked)
+    assert len(_host_drops(bridge)) == int(can_filter)
     # Only this stack: other stacks of the session (and of other runs) stay up.
     counts = gc(stack=leaked.stack_id)
     assert counts == {"containers": 2, "networks": 2, "volumes": 1}
     assert not any(_project_objects(leaked.client, leaked.stack_id).values())
+    assert not _host_drops(bridge)
+    # The finalizer (what atexit runs for a runtime never closed) removes the rule too.
+    dropped = DockerRuntime("payments")
+    dropped.start()
+    sid, bridge = dropped.stack_id, _bridge(dropped)
+    dropped._finalizer()
+    assert not any(_project_objects(dropped.client, sid).values())
+    assert not _host_drops(bridge)
+
+
+def _kill_main_process(container: Any) -> None:
+    container.reload()
+    os.kill(int(container.attrs["State"]["Pid"]), signal.SIGKILL)
+
+
+def test_unplanned_exits_count_kills_but_not_crash_points() -> None:
+    """A crash point's exit (75) is planned; a SIGKILLed service or proxy is not. Each exit
+    counts once, whether the container is still down when the env probes or was already
+    started again, and the stack answers on the same endpoints afterwards."""
+    import httpx
+    from undobench_gym.agents.scripted import ScriptedAgent
+
+    from undobench_gym.env import UndoBenchEnv
+    from undobench_gym.pairing import run_episode
+
+    if os.geteuid() != 0:
+        pytest.skip("signalling a container's main process from the host needs root")
+    env = UndoBenchEnv("payments", runtime="docker")
+    try:
+        rt: Any = env.runtime
+        endpoints = rt.endpoints
+        ep = run_episode(
+            env, ScriptedAgent(), seed=1, workflow="pay-split-payout", fault="crash-mid-batch"
+        )
+        assert ep["fault_fired"]
+        assert (rt.restarts, rt.unplanned_exits, rt.exits) == (1, 0, [("service", 75)])
+
+        _kill_main_process(rt._service)
+        deadline = time.monotonic() + 20
+        while rt._service.status != "exited" and time.monotonic() < deadline:
+            time.sleep(0.05)
+            rt._service.reload()
+        assert rt._service.status == "exited"  # no restart policy: down until we probe
+        rt.wait_healthy(probe=True)
+        assert rt.unplanned_exits == 1 and rt.exits[-1] == ("service", 137)
+        rt.wait_healthy(probe=True)  # already started again: not counted twice
+        assert rt.unplanned_exits == 1
+
+        _kill_main_process(rt._proxy)  # probed at once: may still look running
+        rt.wait_healthy(probe=True)
+        assert rt.unplanned_exits == 2 and rt.exits[-1] == ("proxy", 137)
+        assert rt.restarts == 3 and rt.endpoints == endpoints
+        assert httpx.get(f"{endpoints.admin_urls['payments']}/admin/health").status_code == 200
+        assert httpx.get(f"{endpoints.control_url}/control/health").status_code == 200
+        again = run_episode(
+            env, ScriptedAgent(), seed=2, workflow="pay-split-payout", fault="crash-mid-batch"
+        )
+        assert again["fault_fired"] and rt.unplanned_exits == 2 and rt.restarts == 4
+    finally:
+        env.close()
 
 
 def test_compose_file_is_generated_and_current() -> None:

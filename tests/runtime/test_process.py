@@ -2,16 +2,24 @@
 
 from __future__ import annotations
 
+import json
 import os
 import signal
 import socket
+import subprocess
 import time
+from pathlib import Path
 
 import httpx
 import pytest
 
 from undobench_gym.errors import StackStartError
-from undobench_gym.runtime.process import ProcessRuntime
+from undobench_gym.runtime.process import (
+    OWNER_FILE,
+    ProcessRuntime,
+    _process_started,
+    remove_stale_workdirs,
+)
 
 
 def _alive(pid: int) -> bool:
@@ -82,6 +90,34 @@ def test_killed_service_is_restarted_with_its_data() -> None:
                 time.sleep(0.05)
         assert health["pid"] != old_pid and rt.restarts == 1
         assert httpx.get(f"{admin}/admin/state").json()["hash"] == before
+        assert rt.unplanned_exits == 1 and rt.service_exits == [-signal.SIGKILL]
+
+
+def test_a_killed_proxy_is_unplanned_and_keeps_its_tool_table() -> None:
+    with ProcessRuntime("payments") as rt:
+        _service, proxy = rt.pids()
+        os.kill(proxy, signal.SIGKILL)
+        deadline = time.monotonic() + 20
+        while proxy in rt.pids() and time.monotonic() < deadline:
+            time.sleep(0.05)
+        rt.wait_healthy(probe=True)
+        assert rt.unplanned_exits == 1
+        # The restarted proxy still names calls by tool (the table is on its command line).
+        httpx.get(f"{rt.endpoints.agent_url}/payments/v1/customers")
+        wire = httpx.get(f"{rt.endpoints.control_url}/control/wire").json()
+        assert [e["tool"] for e in wire["events"]] == ["list_customers"]
+
+
+def test_workdirs_of_dead_owners_are_removed(tmp_path: Path) -> None:
+    dead = subprocess.Popen(["true"])
+    dead.wait()
+    for name, pid in (("undobench-gone-1", dead.pid), ("undobench-live-1", os.getpid())):
+        (tmp_path / name).mkdir()
+        started = _process_started(pid) or "0"
+        (tmp_path / name / OWNER_FILE).write_text(json.dumps({"pid": pid, "started": started}))
+    (tmp_path / "undobench-foreign").mkdir()  # no owner file: not ours to remove
+    assert remove_stale_workdirs(tmp_path) == 1
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["undobench-foreign", "undobench-live-1"]
 
 
 def test_start_failure_names_the_service_and_shows_its_log() -> None:

@@ -6,6 +6,10 @@ from abc import ABC, abstractmethod
 from dataclasses import dataclass
 from types import TracebackType
 
+#: Exit status of a service that stopped at an armed crash point (EX_TEMPFAIL): the only
+#: planned exit.
+CRASH_EXIT_CODE = 75
+
 
 @dataclass(frozen=True)
 class StackEndpoints:
@@ -35,6 +39,14 @@ class Runtime(ABC):
     @property
     @abstractmethod
     def restarts(self) -> int: ...
+
+    @property
+    def unplanned_exits(self) -> int:
+        """How many times, since start, a process of the stack exited without the fault
+        plan asking for it: a service exiting with any code but a crash point's
+        `CRASH_EXIT_CODE`, or the proxy exiting at all. The env compares it before and
+        after each call: a change means the episode is void (StackUnhealthyError)."""
+        return 0
 
     @abstractmethod
     def close(self) -> None:

@@ -4,9 +4,28 @@ Per stack: an `internal` network (no route out of it) holding the service contai
 which publishes nothing; the proxy container sits on that network and on an edge
 bridge, and publishes on 127.0.0.1 only its agent port, its control port, and a raw TCP
 relay to the service's admin port (so the admin API is reachable from the host but never
-through the agent's HTTP route). A crash point exits the service process; the restart
-policy brings it back on the same volume, so its partial state is still there. Every
-container, network and volume carries labels; `gc()` removes leftovers by label.
+through the agent's HTTP route). Every container, network and volume carries labels;
+`gc()` removes leftovers by label.
+
+Restarts are ours, not the engine's: both containers have restart policy "no", and
+`wait_healthy(probe=True)` (which the env calls after any failed call, at each reset and
+at the end of each episode) starts an exited container at once, every time. The engine's
+on-failure policy would double its delay for each container that ran under 10 s, so
+consecutive crash-point episodes would get slower until wait_healthy timed out. A crash
+point exits the service process; it comes back on the same volume, so its partial state
+is still there. The proxy's host ports are chosen at creation (the engine would hand out
+new ephemeral ports on every start), so the endpoints stay valid across restarts. As
+nothing else starts a container, each exit is seen before the stack answers again:
+`unplanned_exits` counts the ones the fault plan did not ask for (the service exiting
+with any code but `CRASH_EXIT_CODE`, the proxy exiting at all).
+
+The engine (docker 20.10) still gives an internal network's bridge a gateway address on
+the host, and traffic from the bridge to the host is local delivery (the INPUT chain),
+which the engine's isolation rules never see. So for the stack's lifetime the runtime
+inserts `iptables -I INPUT -i br-<network id[:12]> -j DROP` (services never need the
+host; the proxy reaches the service across the bridge, which is not INPUT); `close()`,
+the finalizer (also at interpreter exit) and `gc()` remove it. Where iptables is missing
+or fails (not root), a warning is logged once and the stack runs without that rule.
 """
 
 from __future__ import annotations
@@ -14,33 +33,43 @@ from __future__ import annotations
 import atexit
 import contextlib
 import json
+import logging
+import shutil
+import socket
+import subprocess
+import threading
 import time
 import uuid
 import weakref
 from typing import Any
 
+import docker.errors
 import httpx
 from docker.types import EndpointConfig
 
+from .. import catalog
 from ..errors import StackStartError, StackUnhealthyError
-from .base import Runtime, StackEndpoints
+from .base import CRASH_EXIT_CODE, Runtime, StackEndpoints
 from .images import LABEL, PROJECT, current_image, docker_client
 
 STACK_LABEL = "io.undobench.stack"
+ROLE_LABEL = "io.undobench.role"
 SERVICE_PORT, ADMIN_PORT, AGENT_PORT, CONTROL_PORT = 8000, 9000, 8080, 8081
 READY_TIMEOUT_S = 60.0
+PORT_ATTEMPTS = 3  # a chosen host port can be taken before the engine binds it
+
+log = logging.getLogger(__name__)
+_warned: set[str] = set()
 
 
 def _labels(stack: str, role: str) -> dict[str, str]:
-    return {LABEL: PROJECT, STACK_LABEL: stack, "io.undobench.role": role}
+    return {LABEL: PROJECT, STACK_LABEL: stack, ROLE_LABEL: role}
 
 
-def _host_port(container: Any, port: int) -> int:
-    container.reload()
-    binding = container.ports.get(f"{port}/tcp")
-    if not binding:
-        raise StackStartError(f"container {container.name} publishes no port {port}")
-    return int(binding[0]["HostPort"])
+def _free_port() -> int:
+    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:
+        s.bind(("127.0.0.1", 0))
+        return int(s.getsockname()[1])
 
 
 def _logs(container: Any, lines: int = 30) -> str:
@@ -48,6 +77,59 @@ def _logs(container: Any, lines: int = 30) -> str:
         return str(container.logs(tail=lines).decode(errors="replace"))
     except Exception:
         return "(no logs)"
+
+
+def _warn_once(key: str, message: str) -> None:
+    if key not in _warned:
+        _warned.add(key)
+        log.warning(message)
+
+
+def _iptables(*args: str) -> subprocess.CompletedProcess[str] | None:
+    """Run `iptables -w ARGS`; None where it is not installed or cannot run."""
+    exe = shutil.which("iptables")
+    if exe is None:
+        return None
+    try:
+        return subprocess.run([exe, "-w", *args], capture_output=True, text=True, timeout=30)
+    except (OSError, subprocess.SubprocessError):
+        return None
+
+
+class HostInputDrop:
+    """The INPUT rule dropping whatever enters the host from one internal bridge."""
+
+    def __init__(self, bridge: str) -> None:
+        self.bridge = bridge
+        self.spec = ["INPUT", "-i", bridge, "-j", "DROP"]
+
+    def install(self) -> bool:
+        proc = _iptables("-I", *self.spec)
+        if proc is None or proc.returncode != 0:
+            why = (
+                "not found or not runnable"
+                if proc is None
+                else proc.stderr.strip() or str(proc.returncode)
+            )
+            _warn_once(
+                "iptables",
+                f"iptables failed ({why}): docker stacks run without the INPUT rule that "
+                "keeps service containers from reaching the host through their bridge's "
+                "gateway address (run as root with iptables to have it)",
+            )
+            return False
+        return True
+
+    def remove(self) -> None:
+        """Delete every copy of the rule (a crashed run may have left one)."""
+        for _ in range(16):
+            proc = _iptables("-D", *self.spec)
+            if proc is None or proc.returncode != 0:
+                return
+
+
+def _bridge(network: Any) -> str:
+    return "br-" + str(network.id)[:12]
 
 
 class DockerRuntime(Runtime):
@@ -61,6 +143,11 @@ class DockerRuntime(Runtime):
         self._proxy: Any = None
         self._endpoints: StackEndpoints | None = None
         self._closed = False
+        self._lock = threading.Lock()
+        self._restarts = 0
+        self._unplanned = 0
+        self._last_exit: dict[str, str] = {}  # role -> State.FinishedAt of the exit counted
+        self.exits: list[tuple[str, int]] = []  # (role, exit code), in the order seen
         self._http = httpx.Client(timeout=5.0)
         self._finalizer = weakref.finalize(self, DockerRuntime._remove, self._objects)
         atexit.register(self._finalizer)
@@ -69,7 +156,9 @@ class DockerRuntime(Runtime):
     def _remove(objects: list[Any]) -> None:
         for obj in reversed(objects):
             with contextlib.suppress(Exception):
-                if hasattr(obj, "containers") and hasattr(obj, "disconnect"):
+                if isinstance(obj, HostInputDrop):
+                    obj.remove()
+                elif hasattr(obj, "containers") and hasattr(obj, "disconnect"):
                     obj.remove()  # network
                 elif hasattr(obj, "stop"):
                     obj.remove(force=True, v=True)  # container
@@ -98,6 +187,9 @@ class DockerRuntime(Runtime):
             labels=_labels(sid, "internal"),
         )
         self._objects.append(internal)
+        drop = HostInputDrop(_bridge(internal))
+        if drop.install():
+            self._objects.append(drop)
         edge = self.client.networks.create(
             f"undobench-{sid}-edge", driver="bridge", labels=_labels(sid, "edge")
         )
@@ -126,41 +218,16 @@ class DockerRuntime(Runtime):
                 internal.name: EndpointConfig(version=self.client.api._version, aliases=[d])
             },
             volumes={volume.name: {"bind": "/data", "mode": "rw"}},
-            restart_policy={"Name": "on-failure"},
+            restart_policy={"Name": "no"},
             detach=True,
         )
         self._objects.append(self._service)
         self._service.start()
-        routes = json.dumps({d: f"{d}:{SERVICE_PORT}"})
-        self._proxy = self.client.containers.create(
-            self.image,
-            command=[
-                "undobench-proxy",
-                "--mode",
-                f"reverse:http://{d}:{SERVICE_PORT}@0.0.0.0:{AGENT_PORT}",
-                "--mode",
-                f"reverse:tcp://{d}:{ADMIN_PORT}@0.0.0.0:{ADMIN_PORT}",
-                "--set",
-                f"undobench_routes={routes}",
-                "--set",
-                f"undobench_control_port={CONTROL_PORT}",
-                "--set",
-                "undobench_control_host=0.0.0.0",
-            ],
-            name=f"undobench-{sid}-proxy",
-            labels=_labels(sid, "proxy"),
-            network=edge.name,
-            ports={f"{p}/tcp": ("127.0.0.1", None) for p in (AGENT_PORT, CONTROL_PORT, ADMIN_PORT)},
-            restart_policy={"Name": "on-failure"},
-            detach=True,
-        )
-        self._objects.append(self._proxy)
-        internal.connect(self._proxy)
-        self._proxy.start()
+        ports = self._start_proxy(internal, edge)
         endpoints = StackEndpoints(
-            agent_url=f"http://127.0.0.1:{_host_port(self._proxy, AGENT_PORT)}",
-            control_url=f"http://127.0.0.1:{_host_port(self._proxy, CONTROL_PORT)}",
-            admin_urls={d: f"http://127.0.0.1:{_host_port(self._proxy, ADMIN_PORT)}"},
+            agent_url=f"http://127.0.0.1:{ports[AGENT_PORT]}",
+            control_url=f"http://127.0.0.1:{ports[CONTROL_PORT]}",
+            admin_urls={d: f"http://127.0.0.1:{ports[ADMIN_PORT]}"},
         )
         self._endpoints = endpoints
         deadline = time.monotonic() + READY_TIMEOUT_S
@@ -169,13 +236,63 @@ class DockerRuntime(Runtime):
                 return endpoints
             for c in (self._service, self._proxy):
                 c.reload()
-                if c.status == "exited" and c.attrs["State"].get("ExitCode", 0) not in (0, 75):
-                    break
+                if c.status == "exited":  # no restart policy: a start that failed
+                    raise StackStartError(
+                        f"docker stack {sid}: {c.name} exited "
+                        f"({c.attrs['State'].get('ExitCode')}) while starting.\n"
+                        f"logs:\n{_logs(c)}"
+                    )
             time.sleep(0.1)
         raise StackStartError(
             f"docker stack {sid} not ready after {READY_TIMEOUT_S:.0f}s.\n"
             f"service logs:\n{_logs(self._service)}\nproxy logs:\n{_logs(self._proxy)}"
         )
+
+    def _start_proxy(self, internal: Any, edge: Any) -> dict[int, int]:
+        """Create and start the proxy on host ports chosen here, so that they survive
+        its restarts; returns container port -> host port."""
+        sid, d = self.stack_id, self.domain
+        routes = json.dumps({d: f"{d}:{SERVICE_PORT}"})
+        tools = json.dumps(catalog.domain(d).proxy_routes())
+        command = [
+            "undobench-proxy",
+            "--mode",
+            f"reverse:http://{d}:{SERVICE_PORT}@0.0.0.0:{AGENT_PORT}",
+            "--mode",
+            f"reverse:tcp://{d}:{ADMIN_PORT}@0.0.0.0:{ADMIN_PORT}",
+            "--set",
+            f"undobench_routes={routes}",
+            "--set",
+            f"undobench_tools={tools}",
+            "--set",
+            f"undobench_control_port={CONTROL_PORT}",
+            "--set",
+            "undobench_control_host=0.0.0.0",
+        ]
+        for attempt in range(PORT_ATTEMPTS):
+            ports = {p: _free_port() for p in (AGENT_PORT, CONTROL_PORT, ADMIN_PORT)}
+            self._proxy = self.client.containers.create(
+                self.image,
+                command=command,
+                name=f"undobench-{sid}-proxy",
+                labels=_labels(sid, "proxy"),
+                network=edge.name,
+                ports={f"{p}/tcp": ("127.0.0.1", host) for p, host in ports.items()},
+                restart_policy={"Name": "no"},
+                detach=True,
+            )
+            self._objects.append(self._proxy)
+            internal.connect(self._proxy)
+            try:
+                self._proxy.start()
+            except docker.errors.APIError:
+                if attempt == PORT_ATTEMPTS - 1:
+                    raise
+                self._objects.remove(self._proxy)
+                self._proxy.remove(force=True)  # a port was taken meanwhile: new ones
+                continue
+            return ports
+        raise AssertionError("unreachable")
 
     def _answers(self) -> bool:
         ep = self._endpoints
@@ -189,23 +306,46 @@ class DockerRuntime(Runtime):
             return False
         return True
 
+    def _revive(self) -> None:
+        """Start every exited container now, counting each exit once (by its end time)."""
+        with self._lock:
+            if self._closed:
+                return
+            for role, c in (("service", self._service), ("proxy", self._proxy)):
+                c.reload()
+                if c.status not in ("exited", "dead", "created"):
+                    continue
+                state = c.attrs["State"]
+                finished = str(state.get("FinishedAt") or "")
+                exited = c.status != "created"  # "created": a first start that failed
+                if exited and self._last_exit.get(role) != finished:
+                    self._last_exit[role] = finished
+                    code = int(state.get("ExitCode", -1))
+                    self.exits.append((role, code))
+                    if role == "proxy" or code != CRASH_EXIT_CODE:
+                        self._unplanned += 1
+                c.start()
+                self._restarts += exited
+
     def wait_healthy(self, timeout: float = 60.0, probe: bool = False) -> None:
-        """The restart policy restarts crashed containers; with `probe`, wait until both
-        answer again (and start a container the engine gave up on)."""
+        """Without `probe`, nothing (no docker call: the env calls this before every
+        step). With it, start any exited container and wait until both answer."""
         if not probe:
             return
         deadline = time.monotonic() + timeout
+        last: Exception | None = None
         while time.monotonic() < deadline:
             if self._answers():
                 return
-            for c in (self._service, self._proxy):
-                c.reload()
-                if c.status == "exited":
-                    c.start()
+            try:
+                self._revive()
+            except Exception as exc:  # the engine refused (a port taken, a removed container)
+                last = exc
             time.sleep(0.05)
         raise StackUnhealthyError(
-            f"docker stack {self.stack_id} not healthy after {timeout:.0f}s.\n"
-            f"service logs:\n{_logs(self._service)}"
+            f"docker stack {self.stack_id} not healthy after {timeout:.0f}s"
+            f"{f' (last error: {last})' if last else ''}.\n"
+            f"service logs:\n{_logs(self._service)}\nproxy logs:\n{_logs(self._proxy)}"
         )
 
     @property
@@ -216,15 +356,18 @@ class DockerRuntime(Runtime):
 
     @property
     def restarts(self) -> int:
-        if self._service is None:
-            return 0
-        self._service.reload()
-        return int(self._service.attrs.get("RestartCount", 0))
+        """Containers this runtime started again after they exited (service or proxy)."""
+        return self._restarts
+
+    @property
+    def unplanned_exits(self) -> int:
+        return self._unplanned
 
     def close(self) -> None:
-        if self._closed:
-            return
-        self._closed = True
+        with self._lock:
+            if self._closed:
+                return
+            self._closed = True
         self._remove(self._objects)
         self._http.close()
         self._finalizer.detach()
@@ -232,7 +375,7 @@ class DockerRuntime(Runtime):
 
 def gc(client: Any | None = None, stack: str | None = None) -> dict[str, int]:
     """Remove every container, network and volume of this project (by label), or only
-    those of one stack."""
+    those of one stack, and the host INPUT rule of each internal network removed."""
     client = client or docker_client()
     labels = [f"{LABEL}={PROJECT}"] + ([f"{STACK_LABEL}={stack}"] if stack else [])
     selector = {"label": labels}
@@ -243,8 +386,11 @@ def gc(client: Any | None = None, stack: str | None = None) -> dict[str, int]:
             counts["containers"] += 1
     for n in client.networks.list(filters=selector):
         with contextlib.suppress(Exception):
+            internal = (n.attrs.get("Labels") or {}).get(ROLE_LABEL) == "internal"
             n.remove()
             counts["networks"] += 1
+            if internal:
+                HostInputDrop(_bridge(n)).remove()
     for v in client.volumes.list(filters=selector):
         with contextlib.suppress(Exception):
             v.remove(force=True)

@@ -2,8 +2,9 @@
 
 Everything listens on 127.0.0.1. A service that exits (an armed crash point, or a real
 crash) is restarted on the same ports with the same data directory, so the partial state
-it left stays visible. Children die with the parent (PR_SET_PDEATHSIG) and `close()`
-kills whole process groups, so nothing outlives the stack.
+it left stays visible. Children die with the parent (PR_SET_PDEATHSIG, armed from one
+long-lived thread) and `close()` kills whole process groups, so nothing outlives the stack;
+a workdir whose owner was SIGKILLed is removed by the next runtime (or `undobench gc`).
 """
 
 from __future__ import annotations
@@ -13,6 +14,7 @@ import contextlib
 import ctypes
 import json
 import os
+import queue
 import select
 import shutil
 import signal
@@ -23,22 +25,93 @@ import tempfile
 import threading
 import time
 import weakref
+from concurrent.futures import Future
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Any
 
 import httpx
 
+from .. import catalog
 from ..errors import StackStartError, StackUnhealthyError
-from .base import Runtime, StackEndpoints
+from .base import CRASH_EXIT_CODE, Runtime, StackEndpoints
 
 READY_TIMEOUT_S = 30.0
 _PR_SET_PDEATHSIG = 1
+WORKDIR_PREFIX = "undobench-"
+OWNER_FILE = "owner.json"
 
 
 def _die_with_parent() -> None:
     """Runs in the child before exec: SIGTERM it when the parent goes away."""
     with contextlib.suppress(Exception):
         ctypes.CDLL("libc.so.6", use_errno=True).prctl(_PR_SET_PDEATHSIG, signal.SIGTERM)
+
+
+class _Spawner:
+    """Forks every child from one daemon thread that lives as long as the process.
+
+    PR_SET_PDEATHSIG fires when the *thread* that forked the child exits, not the
+    process: a stack started from a worker thread (a thread pool, a web handler) would be
+    SIGTERMed as soon as that thread ended. Written by hand: no library does this.
+    """
+
+    def __init__(self) -> None:
+        self._lock = threading.Lock()
+        self._owner_pid: int | None = None
+        self._queue: queue.SimpleQueue[tuple[Future[Any], list[str], dict[str, Any]]] = (
+            queue.SimpleQueue()
+        )
+
+    def popen(self, cmd: list[str], **kwargs: Any) -> subprocess.Popen[bytes]:
+        with self._lock:
+            if self._owner_pid != os.getpid():  # first use, or a forked copy of the module
+                self._queue = queue.SimpleQueue()
+                threading.Thread(target=self._serve, daemon=True, name="undobench-spawner").start()
+                self._owner_pid = os.getpid()
+            done: Future[subprocess.Popen[bytes]] = Future()
+            self._queue.put((done, cmd, kwargs))
+        return done.result()
+
+    def _serve(self) -> None:
+        requests = self._queue
+        while True:
+            done, cmd, kwargs = requests.get()
+            try:
+                done.set_result(subprocess.Popen(cmd, **kwargs))
+            except BaseException as exc:
+                done.set_exception(exc)
+
+
+_SPAWNER = _Spawner()
+
+
+def _process_started(pid: int) -> str | None:
+    """The kernel's start time of `pid` (None if it is gone): a pid plus its start time
+    names one process, even after the pid is reused."""
+    try:
+        stat = Path(f"/proc/{pid}/stat").read_text()
+    except OSError:
+        return None
+    return stat.rsplit(")", 1)[1].split()[19]
+
+
+def remove_stale_workdirs(root: Path | None = None) -> int:
+    """Remove stack workdirs whose owning process is gone (its driver was SIGKILLed, so
+    no `close()` ran). Returns how many were removed."""
+    removed = 0
+    root = Path(root or tempfile.gettempdir())
+    with contextlib.suppress(OSError):
+        for path in root.glob(WORKDIR_PREFIX + "*"):
+            try:
+                owner = json.loads((path / OWNER_FILE).read_text())
+                pid, started = int(owner["pid"]), str(owner["started"])
+            except (OSError, ValueError, KeyError, TypeError):
+                continue  # not ours, or still being created
+            if _process_started(pid) != started:
+                shutil.rmtree(path, ignore_errors=True)
+                removed += 1
+    return removed
 
 
 def free_port() -> int:
@@ -83,7 +156,7 @@ class _Child:
 
 def _spawn(cmd: list[str], log: Path, capture_stdout: bool) -> subprocess.Popen[bytes]:
     with log.open("ab") as err:
-        return subprocess.Popen(
+        return _SPAWNER.popen(
             cmd,
             stdin=subprocess.DEVNULL,
             stdout=subprocess.PIPE if capture_stdout else err,
@@ -122,12 +195,18 @@ class ProcessRuntime(Runtime):
     def __init__(self, domain: str, workdir: Path | None = None) -> None:
         self.domain = domain
         self._own_dir = workdir is None
-        self.workdir = Path(workdir or tempfile.mkdtemp(prefix=f"undobench-{domain}-"))
+        if self._own_dir:
+            remove_stale_workdirs()
+        self.workdir = Path(workdir or tempfile.mkdtemp(prefix=f"{WORKDIR_PREFIX}{domain}-"))
+        if self._own_dir:
+            owner = {"pid": os.getpid(), "started": _process_started(os.getpid())}
+            (self.workdir / OWNER_FILE).write_text(json.dumps(owner))
         self._lock = threading.RLock()
         self._service = _Child(domain, self.workdir / f"{domain}.log")
         self._proxy = _Child("proxy", self.workdir / "proxy.log")
         self._endpoints: StackEndpoints | None = None
         self._restarts = 0
+        self._unplanned = 0
         self._closed = False
         self._stop = threading.Event()
         self._supervisor: threading.Thread | None = None
@@ -191,6 +270,7 @@ class ProcessRuntime(Runtime):
         svc_port = self._service.ports[0]
         proxy_port, control_port = self._proxy.ports or (free_port(), free_port())
         routes = json.dumps({self.domain: f"127.0.0.1:{svc_port}"})
+        tools = json.dumps(catalog.domain(self.domain).proxy_routes())
         cmd = [
             sys.executable,
             "-m",
@@ -204,7 +284,11 @@ class ProcessRuntime(Runtime):
             "--set",
             f"undobench_routes={routes}",
             "--set",
+            f"undobench_tools={tools}",
+            "--set",
             f"undobench_control_port={control_port}",
+            "--set",  # mitmproxy's CA and certificates, otherwise written to $HOME
+            f"confdir={self.workdir / 'mitmproxy'}",
         ]
         self._proxy.proc = _spawn(cmd, self._proxy.log, capture_stdout=False)
         self._proxy.ports = (proxy_port, control_port)
@@ -240,7 +324,10 @@ class ProcessRuntime(Runtime):
                 return
             for child in (self._service, self._proxy):
                 if child.proc is not None and child.proc.poll() is not None:
-                    child.exits.append(child.proc.returncode)
+                    code = child.proc.returncode
+                    child.exits.append(code)
+                    if child is self._proxy or code != CRASH_EXIT_CODE:
+                        self._unplanned += 1
                     if child.proc.stdout:
                         child.proc.stdout.close()
                     self._restarts += 1
@@ -285,6 +372,10 @@ class ProcessRuntime(Runtime):
     @property
     def restarts(self) -> int:
         return self._restarts
+
+    @property
+    def unplanned_exits(self) -> int:
+        return self._unplanned
 
     @property
     def service_exits(self) -> list[int]:
