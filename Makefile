@@ -4,6 +4,8 @@ VENV ?= .venv
 BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed
 OUT ?= runs/quickstart
+# The reliability fuzzers' depth in `make test` (CI); `make reliability` runs them at 1.
+UB_FUZZ_SCALE ?= 0.25
 
 .PHONY: setup run test reliability images lint typecheck bench clean
 
@@ -21,10 +23,10 @@ run: $(STAMP)
 		--method bare,B0,B2 --seeds 1-3 --out $(OUT)
 
 test: $(STAMP)
-	$(BIN)/python -m pytest -m "not gpu and not reliability" -q
+	UB_FUZZ_SCALE=$(UB_FUZZ_SCALE) $(BIN)/python -m pytest -m "not gpu" -q
 
 reliability: $(STAMP)
-	$(BIN)/python -m pytest tests/reliability -m "not gpu" -q
+	UB_FUZZ_SCALE=1 $(BIN)/python -m pytest tests/reliability -m "not gpu" -q
 
 images: $(STAMP)
 	$(BIN)/undobench images build --offline
