@@ -66,6 +66,10 @@ def test_idempotency_key_becomes_a_header() -> None:
         ("x" * 70_000, "limit"),
         ({"tool": "get_customer", "arguments": {"customer_id": "x" * 70_000}}, "limit"),
         (b"\xff\xfe", "UTF-8"),
+        ('{"tool": "get_customer", "arguments": {"customer_id": "\\ud800"}}', "surrogate"),
+        ({"tool": "get_customer", "arguments": '{"customer_id": "\\ud800"}'}, "surrogate"),
+        ({"tool": "create_charge", "arguments": '{"amount": NaN}'}, "NaN"),
+        ({"tool": "create_charge", "arguments": {"amount": float("inf")}}, "NaN or Infinity"),
     ],
 )
 def test_bad_actions_explain_themselves(action: Any, needle: str) -> None:
@@ -74,6 +78,15 @@ def test_bad_actions_explain_themselves(action: Any, needle: str) -> None:
     text = result.message + " ".join(result.details)
     assert needle in text
     assert json.loads(json.dumps(result.observation()))["error"]["type"] == "invalid_action"
+
+
+@pytest.mark.parametrize("key", ["\u00e9", "a\nb", "trailing\n", "", "t\tab"])
+def test_idempotency_key_must_be_printable_ascii(key: str) -> None:
+    args = {"customer_id": "c", "amount": 5, "currency": "usd", "description": "d"}
+    result = parse_action(
+        {"tool": "create_charge", "arguments": {**args, "idempotency_key": key}}, TOOLS
+    )
+    assert isinstance(result, ActionError) and "idempotency_key" in " ".join(result.details)
 
 
 def test_arguments_given_as_json_text_are_accepted() -> None:

@@ -48,6 +48,23 @@ class HttpRequest:
     headers: dict[str, str]
 
 
+def _json_problem(value: Any) -> ActionError | None:
+    """Too big, not serialisable, or holding what no request can carry: NaN/Infinity (not
+    JSON) or a lone surrogate (no UTF-8 exists for it)."""
+    try:
+        size = len(json.dumps(value, default=str, allow_nan=False))
+        json.dumps(value, default=str, ensure_ascii=False).encode()
+    except UnicodeEncodeError:
+        return ActionError("action holds text that is not valid Unicode (a lone surrogate)")
+    except ValueError:
+        return ActionError("action holds NaN or Infinity, which JSON does not allow")
+    except TypeError:
+        return ActionError("action is not JSON-serialisable")
+    if size > MAX_ACTION_CHARS:
+        return ActionError(f"action is {size} characters; the limit is {MAX_ACTION_CHARS}")
+    return None
+
+
 def parse_action(action: Any, tools: dict[str, ToolSpec]) -> ToolCall | ActionError:
     if isinstance(action, (bytes, bytearray)):
         try:
@@ -68,17 +85,9 @@ def parse_action(action: Any, tools: dict[str, ToolSpec]) -> ToolCall | ActionEr
             'an action is an object {"tool": name, "arguments": {...}}, '
             f"not {type(action).__name__}"
         )
-    try:
-        size = len(json.dumps(action, default=str, allow_nan=False))
-        json.dumps(action, default=str, ensure_ascii=False).encode()
-    except UnicodeEncodeError:
-        return ActionError("action holds text that is not valid Unicode (a lone surrogate)")
-    except ValueError:
-        return ActionError("action holds NaN or Infinity, which JSON does not allow")
-    except TypeError:
-        return ActionError("action is not JSON-serialisable")
-    if size > MAX_ACTION_CHARS:
-        return ActionError(f"action is {size} characters; the limit is {MAX_ACTION_CHARS}")
+    problem = _json_problem(action)
+    if problem is not None:
+        return problem
     tool = action.get("tool", action.get("name"))
     arguments = action.get("arguments", {})
     if isinstance(arguments, str):
@@ -86,6 +95,9 @@ def parse_action(action: Any, tools: dict[str, ToolSpec]) -> ToolCall | ActionEr
             arguments = json.loads(arguments) if arguments.strip() else {}
         except json.JSONDecodeError:
             return ActionError("arguments is a string that is not valid JSON")
+        problem = _json_problem(arguments)  # what the string held is checked too
+        if problem is not None:
+            return problem
     if not isinstance(tool, str):
         return ActionError('missing "tool": the name of one of the available tools')
     if arguments is None:

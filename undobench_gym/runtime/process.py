@@ -105,9 +105,11 @@ def remove_stale_workdirs(root: Path | None = None) -> int:
         for path in root.glob(WORKDIR_PREFIX + "*"):
             try:
                 owner = json.loads((path / OWNER_FILE).read_text())
-                pid, started = int(owner["pid"]), str(owner["started"])
+                pid, started = int(owner["pid"]), owner["started"]
             except (OSError, ValueError, KeyError, TypeError):
                 continue  # not ours, or still being created
+            if not isinstance(started, str):
+                continue  # the owner's start time was unknown: never guess
             if _process_started(pid) != started:
                 shutil.rmtree(path, ignore_errors=True)
                 removed += 1
