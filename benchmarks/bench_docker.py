@@ -4,9 +4,9 @@
 
 Prints, for one payments stack in containers: stack start; `reset` latency (median, p95)
 next to the cost of a container restart until the service answers again, both by the
-engine (`docker restart`) and by a real crash point (exit at the crash point, restart
-policy, service answering); per-call latency through the proxy; and the same reset on the
-process runtime for comparison.
+engine (`docker restart`) and by a real crash point (exit at the crash point, the runtime
+starting the container again, service answering); per-call latency through the proxy; and
+the same reset on the process runtime for comparison.
 """
 
 from __future__ import annotations
