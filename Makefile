@@ -26,7 +26,7 @@ test: $(STAMP)
 	UB_FUZZ_SCALE=$(UB_FUZZ_SCALE) $(BIN)/python -m pytest -m "not gpu" -q
 
 reliability: $(STAMP)
-	UB_FUZZ_SCALE=1 $(BIN)/python -m pytest tests/reliability -m "not gpu" -q
+	UB_FUZZ_SCALE=1 UB_FUZZ_RANDOM=1 $(BIN)/python -m pytest tests/reliability -m "not gpu" -q
 
 images: $(STAMP)
 	$(BIN)/undobench images build --offline

@@ -19,6 +19,10 @@ from hypothesis import strategies as st
 
 #: Multiplies every fuzzer's example count (UB_FUZZ_SCALE=10 for a deep run).
 SCALE = float(os.environ.get("UB_FUZZ_SCALE", "1"))
+#: Fresh random examples on each run (`make reliability` sets UB_FUZZ_RANDOM=1) or the same
+#: ones every run (`make test`, CI: a red build then means the change broke something,
+#: not that the fuzzer got lucky; exploration belongs to the full-depth runs).
+RANDOM = os.environ.get("UB_FUZZ_RANDOM") == "1"
 #: Every adversarial name carries this token, so a file it created anywhere is found by name.
 MARK = "ubfuzz"
 

@@ -28,6 +28,7 @@ from undobench_gym.registration import ENV_IDS
 from .conftest import Figures
 from .sandbox import files_under, marked_files, sandboxed, unexpected_files
 from .strategies import (
+    RANDOM,
     SCALE,
     SURROGATE,
     garbage_actions,
@@ -53,6 +54,7 @@ def fuzz_settings(examples: int) -> settings:
         max_examples=examples,
         deadline=None,
         database=None,
+        derandomize=not RANDOM,
         suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large],
     )
 

@@ -30,6 +30,7 @@ from undobench_gym.envs._service.server import load_domain
 from .conftest import Figures
 from .strategies import (
     PATHS,
+    RANDOM,
     SCALE,
     SQL,
     adversarial_text,
@@ -235,6 +236,7 @@ def test_every_route_answers_bad_requests_without_5xx(service: Service, figures:
         max_examples=examples,
         deadline=None,
         database=None,
+        derandomize=not RANDOM,
         suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large],
     )
     @given(data=st.data())
