@@ -52,8 +52,9 @@ def _json_problem(value: Any) -> ActionError | None:
     """Too big, not serialisable, or holding what no request can carry: NaN/Infinity (not
     JSON) or a lone surrogate (no UTF-8 exists for it)."""
     try:
-        size = len(json.dumps(value, default=str, allow_nan=False))
-        json.dumps(value, default=str, ensure_ascii=False).encode()
+        text = json.dumps(value, default=str, allow_nan=False, ensure_ascii=False)
+        text.encode()
+        size = len(text)
     except UnicodeEncodeError:
         return ActionError("action holds text that is not valid Unicode (a lone surrogate)")
     except ValueError:

@@ -11,9 +11,7 @@ on an event: the first request is held in flight for exactly as long as the test
 
 from __future__ import annotations
 
-import json
 import subprocess
-import sys
 import threading
 import time
 from collections.abc import Iterator
@@ -32,7 +30,7 @@ from undobench_gym.envs._service.server import load_domain
 
 from undobench_gym.env import UndoBenchEnv
 from undobench_gym.pairing import run_episode
-from undobench_gym.runtime.process import free_port
+from undobench_gym.runtime.process import free_port, proxy_command
 
 from .conftest import Figures
 from .procs import kill, wait_gone
@@ -71,23 +69,7 @@ def gated_stack(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Iterator[dic
     thread.start()
     proxy_port, control_port = free_port(), free_port()
     proxy = subprocess.Popen(
-        [
-            sys.executable,
-            "-m",
-            "undobench_gym.proxies.launch",
-            "--mode",
-            f"reverse:http://127.0.0.1:{svc_port}/",
-            "--listen-host",
-            "127.0.0.1",
-            "--listen-port",
-            str(proxy_port),
-            "--set",
-            f"confdir={tmp_path / 'mitmproxy'}",
-            "--set",
-            f"undobench_routes={json.dumps({'payments': f'127.0.0.1:{svc_port}'})}",
-            "--set",
-            f"undobench_control_port={control_port}",
-        ],
+        proxy_command("payments", svc_port, proxy_port, control_port, tmp_path / "mitmproxy"),
         stdout=subprocess.DEVNULL,
         stderr=subprocess.DEVNULL,
     )

@@ -116,6 +116,34 @@ def remove_stale_workdirs(root: Path | None = None) -> int:
     return removed
 
 
+def proxy_command(
+    domain: str, service_port: int, proxy_port: int, control_port: int, confdir: Path
+) -> list[str]:
+    """The fault proxy in front of one local service, all on 127.0.0.1. The tool table is
+    on the command line, so a restarted proxy still names every call."""
+    routes = json.dumps({domain: f"127.0.0.1:{service_port}"})
+    tools = json.dumps(catalog.domain(domain).proxy_routes())
+    return [
+        sys.executable,
+        "-m",
+        "undobench_gym.proxies.launch",
+        "--mode",
+        f"reverse:http://127.0.0.1:{service_port}/",
+        "--listen-host",
+        "127.0.0.1",
+        "--listen-port",
+        str(proxy_port),
+        "--set",
+        f"undobench_routes={routes}",
+        "--set",
+        f"undobench_tools={tools}",
+        "--set",
+        f"undobench_control_port={control_port}",
+        "--set",  # mitmproxy's CA and certificates, otherwise written to $HOME
+        f"confdir={confdir}",
+    ]
+
+
 def free_port() -> int:
     with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:
         s.bind(("127.0.0.1", 0))
@@ -271,27 +299,9 @@ class ProcessRuntime(Runtime):
     def _start_proxy(self) -> None:
         svc_port = self._service.ports[0]
         proxy_port, control_port = self._proxy.ports or (free_port(), free_port())
-        routes = json.dumps({self.domain: f"127.0.0.1:{svc_port}"})
-        tools = json.dumps(catalog.domain(self.domain).proxy_routes())
-        cmd = [
-            sys.executable,
-            "-m",
-            "undobench_gym.proxies.launch",
-            "--mode",
-            f"reverse:http://127.0.0.1:{svc_port}/",
-            "--listen-host",
-            "127.0.0.1",
-            "--listen-port",
-            str(proxy_port),
-            "--set",
-            f"undobench_routes={routes}",
-            "--set",
-            f"undobench_tools={tools}",
-            "--set",
-            f"undobench_control_port={control_port}",
-            "--set",  # mitmproxy's CA and certificates, otherwise written to $HOME
-            f"confdir={self.workdir / 'mitmproxy'}",
-        ]
+        cmd = proxy_command(
+            self.domain, svc_port, proxy_port, control_port, self.workdir / "mitmproxy"
+        )
         self._proxy.proc = _spawn(cmd, self._proxy.log, capture_stdout=False)
         self._proxy.ports = (proxy_port, control_port)
         deadline = time.monotonic() + READY_TIMEOUT_S
