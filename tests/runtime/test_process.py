@@ -7,13 +7,17 @@ import os
 import signal
 import socket
 import subprocess
+import tempfile
 import time
+from concurrent.futures import Future
 from pathlib import Path
+from typing import Any
 
 import httpx
 import pytest
 
 from undobench_gym.errors import StackStartError
+from undobench_gym.runtime import process
 from undobench_gym.runtime.process import (
     OWNER_FILE,
     ProcessRuntime,
@@ -118,6 +122,40 @@ def test_workdirs_of_dead_owners_are_removed(tmp_path: Path) -> None:
     (tmp_path / "undobench-foreign").mkdir()  # no owner file: not ours to remove
     assert remove_stale_workdirs(tmp_path) == 1
     assert sorted(p.name for p in tmp_path.iterdir()) == ["undobench-foreign", "undobench-live-1"]
+
+
+def test_a_spawn_interrupted_by_a_signal_kills_the_child_it_forked(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """SIGTERM -> SystemExit in a worker while the spawner thread forks: the caller never
+    gets the Popen, so popen() itself must stop the child (else it outlives close())."""
+    forked: list[subprocess.Popen[bytes]] = []
+
+    class InterruptedWait(Future[Any]):
+        def result(self, timeout: float | None = None) -> Any:
+            if timeout is None:  # the caller's wait: let the fork finish, then "get SIGTERM"
+                forked.append(super().result())
+                raise SystemExit(143)
+            return super().result(timeout)
+
+    monkeypatch.setattr(process, "Future", InterruptedWait)
+    with pytest.raises(SystemExit):
+        process._SPAWNER.popen(["sleep", "30"], start_new_session=True)
+    assert len(forked) == 1
+    assert forked[0].returncode == -signal.SIGKILL
+
+
+def test_a_runtime_interrupted_while_it_is_made_leaves_no_workdir(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    def interrupted(pid: int) -> str | None:
+        raise SystemExit(143)
+
+    monkeypatch.setattr(tempfile, "tempdir", str(tmp_path))
+    monkeypatch.setattr(process, "_process_started", interrupted)
+    with pytest.raises(SystemExit):
+        ProcessRuntime("payments")
+    assert list(tmp_path.iterdir()) == []
 
 
 def test_start_failure_names_the_service_and_shows_its_log() -> None:

@@ -20,6 +20,7 @@ from multiprocessing.process import BaseProcess
 from typing import Any
 
 from ..errors import UndoBenchError
+from ..runtime.process import remove_stale_workdirs
 from .base import TIMEOUT, WORKER_DIED, Outcome, StackKey, TrialTask
 from .worker import TrialWorker, die_with_parent
 
@@ -28,6 +29,8 @@ HARD_TIMEOUT_GRACE_S = 30.0
 #: Fresh workers that may die before their first result (beyond one per slot) before the
 #: sweep stops: a worker that cannot even start would fail every pair the same way.
 MAX_START_DEATHS = 3
+#: How long workers get to close their stacks when the sweep ends or is interrupted.
+CLOSE_GRACE_S = 15.0
 
 
 class InlineExecutor:
@@ -236,13 +239,21 @@ class ProcessExecutor:
         return outcomes
 
     def close(self) -> None:
+        """Idle workers are asked to stop, busy ones (Ctrl-C mid-trial) get SIGTERM; all
+        share one deadline to close their stacks before SIGKILL."""
         for s in self._slots:
+            if s.proc is None:
+                continue
             if s.conn is not None and s.task is None:
                 with contextlib.suppress(OSError):
                     s.conn.send(None)
-        deadline = time.monotonic() + 15
+            elif s.proc.is_alive():
+                s.proc.terminate()
+        deadline = time.monotonic() + CLOSE_GRACE_S
         for s in self._slots:
-            if s.proc is not None and s.task is None:
+            if s.proc is not None:
                 s.proc.join(max(0.1, deadline - time.monotonic()))
             self._kill(s)
             s.task = None
+        # A worker SIGKILLed past the deadline could not remove its stacks' workdirs.
+        remove_stale_workdirs()

@@ -232,6 +232,10 @@ def die_with_parent(parent_pid: int) -> None:
     signal.signal(signal.SIGINT, signal.SIG_IGN)
 
     def stop(_sig: int, _frame: FrameType | None) -> None:
+        # Only the first one counts: the kernel sends the death signal again as each thread
+        # of a SIGKILLed driver exits (seen ~40 ms apart), and a second SystemExit would cut
+        # the stacks' close() short, leaving workdirs and unkilled children behind.
+        signal.signal(signal.SIGTERM, signal.SIG_IGN)
         raise SystemExit(143)
 
     signal.signal(signal.SIGTERM, stop)

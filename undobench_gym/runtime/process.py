@@ -71,7 +71,18 @@ class _Spawner:
                 self._owner_pid = os.getpid()
             done: Future[subprocess.Popen[bytes]] = Future()
             self._queue.put((done, cmd, kwargs))
-        return done.result()
+        try:
+            return done.result()
+        except BaseException:
+            # Interrupted while the spawner forks (SIGTERM -> SystemExit in a worker): the
+            # child exists but its caller never learns its pid, so nobody would stop it, and
+            # a half-started service or proxy recreates the workdir close() removed.
+            with contextlib.suppress(BaseException):
+                orphan = done.result(timeout=30)
+                with contextlib.suppress(ProcessLookupError):
+                    os.killpg(orphan.pid, signal.SIGKILL)
+                orphan.wait(timeout=5)
+            raise
 
     def _serve(self) -> None:
         requests = self._queue
@@ -227,10 +238,15 @@ class ProcessRuntime(Runtime):
         self._own_dir = workdir is None
         if self._own_dir:
             remove_stale_workdirs()
+        self._http = httpx.Client(timeout=5.0)  # before the workdir: nothing slow after it
         self.workdir = Path(workdir or tempfile.mkdtemp(prefix=f"{WORKDIR_PREFIX}{domain}-"))
         if self._own_dir:
-            owner = {"pid": os.getpid(), "started": _process_started(os.getpid())}
-            (self.workdir / OWNER_FILE).write_text(json.dumps(owner))
+            try:
+                owner = {"pid": os.getpid(), "started": _process_started(os.getpid())}
+                (self.workdir / OWNER_FILE).write_text(json.dumps(owner))
+            except BaseException:  # interrupted before anyone holds this runtime to close it
+                shutil.rmtree(self.workdir, ignore_errors=True)
+                raise
         self._lock = threading.RLock()
         self._service = _Child(domain, self.workdir / f"{domain}.log")
         self._proxy = _Child("proxy", self.workdir / "proxy.log")
@@ -240,7 +256,6 @@ class ProcessRuntime(Runtime):
         self._closed = False
         self._stop = threading.Event()
         self._supervisor: threading.Thread | None = None
-        self._http = httpx.Client(timeout=5.0)
         self._finalizer = weakref.finalize(
             self, ProcessRuntime._kill_all, [self._service, self._proxy]
         )
