@@ -19,8 +19,16 @@ from typing import Any
 import pytest
 from undobench_gym.agents.scripted import ScriptedAgent
 
+from undobench_gym.errors import ProviderUnavailable, UndoBenchError
 from undobench_gym.executors import InlineExecutor, RetryPolicy
-from undobench_gym.executors.base import HARNESS, TIMEOUT, USAGE, WORKER_DIED, TrialTask
+from undobench_gym.executors.base import (
+    HARNESS,
+    PROVIDER,
+    TIMEOUT,
+    USAGE,
+    WORKER_DIED,
+    TrialTask,
+)
 from undobench_gym.executors.schedule import Scheduler
 from undobench_gym.runner import expand, parse_seeds, run_sweep
 from undobench_gym.trials import read_trials
@@ -82,6 +90,23 @@ class Raises(ScriptedAgent):
     def act(self, observation: str) -> dict[str, Any]:
         if self.cursor >= 1:
             raise RuntimeError("model endpoint returned garbage")
+        return super().act(observation)
+
+
+class ProviderDown(ScriptedAgent):
+    """The gold plan while the model server is up; `ProviderUnavailable` (what the LLM agents
+    raise once their own retries run out) while `down` is set, or for the first `fail_next`
+    model calls."""
+
+    name = "provider-down"
+    down = False
+    fail_next = 0
+
+    def act(self, observation: str) -> dict[str, Any]:
+        cls = type(self)
+        if cls.down or cls.fail_next > 0:
+            cls.fail_next -= 1
+            raise ProviderUnavailable("provider-down: connection refused after 3 retries")
         return super().act(observation)
 
 
@@ -162,6 +187,31 @@ def test_agent_exceptions_are_agent_failures_and_never_retried(
         last = t[side]["transcript"][-1]["action"]
         assert last["tool"] == "finish" and "RuntimeError" in last["arguments"]["summary"]
     assert _meta(tmp_path)["counts"]["pairs_with_agent_exceptions"] == 1
+
+
+def test_a_provider_outage_is_an_infrastructure_error_not_an_agent_failure(
+    tmp_path: Path, inline: InlineExecutor
+) -> None:
+    ProviderDown.down, ProviderDown.fail_next = False, 1
+    [t] = _sweep(tmp_path, HERE + "ProviderDown", executor=inline)
+    assert t["attempts"] == 2 and [f["kind"] for f in t["infra_errors"]] == [PROVIDER]
+    assert t["agent_exceptions"] == 0
+    assert t["control"]["success"] and t["control"]["error"] is None
+    assert _meta(tmp_path)["counts"]["pairs_with_agent_exceptions"] == 0
+
+
+def test_a_provider_that_stays_down_stops_the_sweep_and_resume_runs_its_pairs(
+    tmp_path: Path, inline: InlineExecutor
+) -> None:
+    trials = expand(["pay-charge-customer"], ["lost-ack"], ["bare"], [1, 2, 3, 4])
+    ProviderDown.down, ProviderDown.fail_next = True, 0
+    with pytest.raises(UndoBenchError, match=r"5 attempts in a row.*--resume"):
+        _sweep(tmp_path, HERE + "ProviderDown", trials, executor=inline)
+    assert read_trials(tmp_path / "trials.jsonl") == []  # no outage recorded as a result
+    ProviderDown.down = False
+    got = _sweep(tmp_path, HERE + "ProviderDown", trials, executor=inline, resume=True)
+    assert sorted(t["seed"] for t in got) == [1, 2, 3, 4]
+    assert all(t["attempts"] == 1 and t["control"]["success"] for t in got)
 
 
 @pytest.mark.slow

@@ -18,3 +18,16 @@ class StackStartError(UndoBenchError, RuntimeError):
 
 class StackUnhealthyError(UndoBenchError, RuntimeError):
     """A stack stopped answering and could not be restarted."""
+
+
+class ProviderError(RuntimeError):
+    """The model provider failed with an error retries cannot fix (a refused request, a full
+    context window). Agent code raised it, so the episode is the agent's failure.
+
+    Deliberately not an UndoBenchError, which would stop the whole sweep."""
+
+
+class ProviderUnavailable(ProviderError):
+    """The model provider kept failing (connection, timeout, 429, 5xx) after the agent's own
+    retries: an infrastructure error, retried like a dead stack, never an agent failure.
+    Many in a row stop the sweep (see `runner.MAX_PROVIDER_STREAK`)."""

@@ -18,7 +18,7 @@ from typing import Any
 from .catalog import find_workflow
 from .errors import UndoBenchError
 from .executors import DEFAULT_MAX_STACKS, RetryPolicy, TrialTask, make_executor
-from .executors.base import USAGE, Executor, Outcome, StackKey
+from .executors.base import PROVIDER, USAGE, Executor, Outcome, StackKey
 from .executors.meta import RunMeta, progress_bar
 from .executors.schedule import Scheduler
 from .pairing import Agent, pair_id
@@ -26,6 +26,9 @@ from .specs import FaultScenario, WorkflowSpec
 from .trials import TrialWriter, read_trials
 
 DEFAULT_TRIAL_TIMEOUT_S = 300.0
+#: Attempts the model server fails in a row (each after the agent's own retries) before the
+#: sweep stops: past that it is down, and every further pair would only record the outage.
+MAX_PROVIDER_STREAK = 5
 
 
 @dataclass(frozen=True)
@@ -263,7 +266,10 @@ def _drive(
     by_id = {t.pair_id: t for t in todo}
     running: dict[int, StackKey] = {}
     failures: dict[str, list[dict[str, Any]]] = {}
-    written = retries = 0
+    written = retries = provider_streak = 0
+    # Pairs the model server failed are written last: if it turns out to be down and the
+    # sweep stops, they are not in trials.jsonl, so --resume runs them again.
+    deferred: list[dict[str, Any]] = []
     while len(queue) or running:
         for slot in ex.idle():
             others = {k for s in range(ex.slots) if s != slot for k in ex.held(s)}
@@ -281,6 +287,13 @@ def _drive(
             task = by_id[out.pair_id]
             if out.error_kind == USAGE:
                 raise UndoBenchError(f"{task.workflow}/{task.scenario}: {out.error}")
+            provider_streak = provider_streak + 1 if out.error_kind == PROVIDER else 0
+            if provider_streak >= MAX_PROVIDER_STREAK:
+                raise UndoBenchError(
+                    f"the model provider failed {provider_streak} attempts in a row "
+                    f"(last: {out.error}). Recorded pairs are kept; fix the server, then "
+                    "run the same command with --resume"
+                )
             if out.error_kind is not None:
                 failures.setdefault(task.pair_id, []).append(
                     {"attempt": out.attempt, "kind": out.error_kind, "error": out.error}
@@ -291,12 +304,27 @@ def _drive(
                     bar.note(retries=retries)
                     continue
             record = _finalize(out, task, info[task.pair_id], failures.get(task.pair_id, []))
-            writer.write(record)
+            if out.error_kind == PROVIDER:
+                deferred.append(record)
+                continue
+            _write(record, writer, bar, on_trial)
             written += 1
-            if on_trial:
-                on_trial(record)
-            bar.advance(infra=record["control"]["error"] is not None)
+    for record in deferred:
+        _write(record, writer, bar, on_trial)
+        written += 1
     return written
+
+
+def _write(
+    record: dict[str, Any],
+    writer: TrialWriter,
+    bar: Any,
+    on_trial: Callable[[dict[str, Any]], None] | None,
+) -> None:
+    writer.write(record)
+    if on_trial:
+        on_trial(record)
+    bar.advance(infra=record["control"]["error"] is not None)
 
 
 def _finalize(

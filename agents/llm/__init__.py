@@ -1,6 +1,6 @@
 """LLM agents: F1 (native tool calls) and F2 (ReAct text) over pluggable model backends."""
 
-from .backends import OpenAIBackend, ProviderError, TransientProviderError
+from .backends import OpenAIBackend, ProviderError, ProviderUnavailable, TransientProviderError
 from .base import LLMAgent, LLMConfig
 from .f1 import ToolCallingAgent
 from .f2 import ReActAgent
@@ -10,6 +10,7 @@ __all__ = [
     "LLMConfig",
     "OpenAIBackend",
     "ProviderError",
+    "ProviderUnavailable",
     "ReActAgent",
     "ToolCallingAgent",
     "TransientProviderError",

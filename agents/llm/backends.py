@@ -3,7 +3,8 @@
 `openai` talks to any OpenAI-compatible chat-completions server (vLLM, llama.cpp, SGLang,
 a hosted API). Local backends (`hf`, `vllm` in-process) live in `local.py`. A backend raises
 `TransientProviderError` for what is worth retrying (connection, timeout, 429, 5xx) and
-`ProviderError` for what is not; the agent does the retrying, before any tool dispatch.
+`ProviderError` for what is not; the agent does the retrying, before any tool dispatch, and
+raises `ProviderUnavailable` (an infrastructure error for the sweep) when retries run out.
 """
 
 from __future__ import annotations
@@ -12,14 +13,9 @@ import os
 from dataclasses import dataclass, field
 from typing import Any, Protocol
 
+from undobench_gym.errors import ProviderError as ProviderError  # re-exported
+from undobench_gym.errors import ProviderUnavailable as ProviderUnavailable
 from undobench_gym.errors import UndoBenchError
-
-
-class ProviderError(RuntimeError):
-    """The model provider failed (after retries, or with an error retries cannot fix).
-
-    An infrastructure error, not an agent failure: the runner records it in the trial's
-    `error` field. Deliberately not an UndoBenchError, which would stop the whole sweep."""
 
 
 class TransientProviderError(Exception):

@@ -14,7 +14,7 @@ from typing import Any
 from undobench_gym.errors import UndoBenchError
 from undobench_gym.seeding import derive_seed
 
-from .backends import Backend, ProviderError, Reply, Request, TransientProviderError
+from .backends import Backend, ProviderUnavailable, Reply, Request, TransientProviderError
 
 ENV_PREFIX = "UNDOBENCH_LLM_"
 
@@ -162,7 +162,7 @@ class LLMAgent:
             except TransientProviderError as exc:
                 self.count("provider_errors")
                 if attempt >= self.config.retries:
-                    raise ProviderError(
+                    raise ProviderUnavailable(
                         f"{self.name}: the model provider kept failing ({exc.kind}: {exc}) "
                         f"after {attempt} retries; check the server, or raise "
                         f"{ENV_PREFIX}RETRIES"

@@ -206,15 +206,39 @@ def test_a_timeout_is_retried(fake_server: Any, env_for: Any) -> None:
 def test_a_provider_that_keeps_failing_is_an_infrastructure_error(
     fake_server: Any, env_for: Any
 ) -> None:
-    from undobench_gym.agents.llm.backends import ProviderError
+    from undobench_gym.agents.llm.backends import ProviderUnavailable
     from undobench_gym.agents.llm.fake_server import failing
 
     fake_server.policy = failing(gold(), range(100), status=503)
     agent = agent_for(fake_server, "F1", LLMConfig(retries=2, backoff_s=0.001))
-    with pytest.raises(ProviderError, match="after 2 retries"):
+    with pytest.raises(ProviderUnavailable, match="after 2 retries"):
         control(env_for, agent)
     assert agent.stats["provider_errors"] == 3 and agent.stats["retries"] == 2
-    assert not isinstance(ProviderError("x"), UndoBenchError)  # the runner retries the pair
+    assert not isinstance(ProviderUnavailable("x"), UndoBenchError)  # the runner retries it
+
+
+def test_a_sweep_against_a_dead_model_server_stops_and_records_nothing(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Connection refused on every call: the pairs are infrastructure errors, not agent
+    failures, and after five in a row the sweep stops for --resume with nothing recorded."""
+    from undobench_gym.executors import InlineExecutor
+    from undobench_gym.runner import expand, run_sweep
+    from undobench_gym.runtime.process import free_port
+    from undobench_gym.trials import read_trials
+
+    monkeypatch.setenv("UNDOBENCH_LLM_RETRIES", "1")
+    monkeypatch.setenv("UNDOBENCH_LLM_BACKOFF_S", "0.001")
+    dead = f"http://127.0.0.1:{free_port()}/v1"  # nothing listens there
+    trials = expand(["pay-charge-customer"], ["lost-ack"], ["bare"], [1, 2, 3])
+    ex = InlineExecutor(max_stacks=1, trial_timeout=60.0)
+    try:
+        with pytest.raises(UndoBenchError, match="model provider failed 5 attempts in a row"):
+            run_sweep(trials, agent_spec=f"openai:m@{dead}", runtime="process", out=tmp_path,
+                      progress=False, executor=ex)  # fmt: skip
+    finally:
+        ex.close()
+    assert read_trials(tmp_path / "trials.jsonl") == []
 
 
 def test_a_worker_crash_restores_the_conversation(fake_server: Any, env_for: Any) -> None:

@@ -18,7 +18,8 @@ STACK_UNHEALTHY = "stack_unhealthy"
 TIMEOUT = "timeout"
 WORKER_DIED = "worker_died"
 HARNESS = "harness"  # any other exception outside the agent: admin API, proxy control, …
-INFRA_KINDS = (STACK_START, STACK_UNHEALTHY, TIMEOUT, WORKER_DIED, HARNESS)
+PROVIDER = "provider"  # the model server kept failing after the agent's own retries
+INFRA_KINDS = (STACK_START, STACK_UNHEALTHY, TIMEOUT, WORKER_DIED, HARNESS, PROVIDER)
 #: A usage error (unknown scenario, bad agent spec): it would fail every trial, so it stops
 #: the sweep instead of being recorded.
 USAGE = "usage"

@@ -4,7 +4,8 @@ turns one `TrialTask` into one `Outcome`.
 Failures are sorted here: an exception raised by agent code ends that episode as the
 agent's give-up (an agent failure, recorded and never retried); anything that breaks the
 harness or a stack becomes an infrastructure error of a named kind, and the stack it
-happened on is discarded so a retry starts on a fresh one.
+happened on is discarded so a retry starts on a fresh one. A model server that stays down
+(`ProviderUnavailable`) is an infrastructure error too; its stack is kept, being fine.
 """
 
 from __future__ import annotations
@@ -22,10 +23,11 @@ from typing import Any
 
 from ..catalog import find_workflow
 from ..env import UndoBenchEnv
-from ..errors import StackStartError, StackUnhealthyError, UndoBenchError
+from ..errors import ProviderUnavailable, StackStartError, StackUnhealthyError, UndoBenchError
 from ..pairing import run_pair
 from .base import (
     HARNESS,
+    PROVIDER,
     STACK_START,
     STACK_UNHEALTHY,
     TIMEOUT,
@@ -64,7 +66,8 @@ def alarm(seconds: float | None) -> Iterator[None]:
 
 class GuardedAgent:
     """Delegates to the agent; an exception in agent code becomes a `finish` (gave_up) with
-    the exception in its summary, so the episode is scored as the agent's failure."""
+    the exception in its summary, so the episode is scored as the agent's failure. Except
+    `ProviderUnavailable`: a model server that is down says nothing about the agent."""
 
     _GUARDED = ("reset", "reset_task", "checkpoint", "restore")
 
@@ -86,6 +89,8 @@ class GuardedAgent:
                 self._broken = None
             try:
                 return fn(*args, **kw)
+            except ProviderUnavailable:
+                raise
             except Exception as exc:
                 self._fail(exc)
                 return None
@@ -101,6 +106,8 @@ class GuardedAgent:
             try:
                 action: dict[str, Any] | str = self._inner.act(observation)
                 return action
+            except ProviderUnavailable:
+                raise
             except Exception as exc:
                 self._fail(exc)
         return {"tool": "finish", "arguments": {"status": "gave_up", "summary": self._broken}}
@@ -207,11 +214,13 @@ class TrialWorker:
             out.error_kind, out.error = STACK_START, f"{type(exc).__name__}: {exc}"
         except StackUnhealthyError as exc:
             out.error_kind, out.error = STACK_UNHEALTHY, f"{type(exc).__name__}: {exc}"
+        except ProviderUnavailable as exc:
+            out.error_kind, out.error = PROVIDER, f"{type(exc).__name__}: {exc}"
         except UndoBenchError as exc:
             out.error_kind, out.error = USAGE, f"{type(exc).__name__}: {exc}"
         except Exception as exc:
             out.error_kind, out.error = HARNESS, f"{type(exc).__name__}: {exc}"
-        if out.error_kind not in (None, USAGE):
+        if out.error_kind not in (None, USAGE, PROVIDER):
             pool.discard(task.stack_key)  # the retry gets a fresh stack
         out.held = self.held()
         out.wall_s = round(time.monotonic() - t0, 3)
