@@ -22,8 +22,16 @@ run: $(STAMP)
 	$(BIN)/undobench run --workflows pay-charge-customer,pay-renew-subscription,pay-split-payout,db-transfer-funds \
 		--method bare,B0,B2 --seeds 1-3 --out $(OUT)
 
+# Self-contained tests (in-process services, statistics, oracle conformance on their own
+# stacks) run on 2 xdist workers; the rest start stacks, docker containers and harness
+# faults whose leak scans, `gc` by label and timings want the machine to themselves.
+PARALLEL_TESTS := tests/envs tests/evaluation tests/proxies tests/test_actions.py \
+	tests/test_catalogue.py tests/test_specs.py tests/test_oracles.py
+
 test: $(STAMP)
-	UB_FUZZ_SCALE=$(UB_FUZZ_SCALE) $(BIN)/python -m pytest -m "not gpu" -q
+	$(BIN)/python -m pytest -m "not gpu" -q -n 2 $(PARALLEL_TESTS)
+	UB_FUZZ_SCALE=$(UB_FUZZ_SCALE) $(BIN)/python -m pytest -m "not gpu" -q \
+		$(addprefix --ignore=,$(PARALLEL_TESTS))
 
 reliability: $(STAMP)
 	UB_FUZZ_SCALE=1 UB_FUZZ_RANDOM=1 $(BIN)/python -m pytest tests/reliability -m "not gpu" -q
