@@ -105,7 +105,7 @@ class ProviderDown(ScriptedAgent):
     def act(self, observation: str) -> dict[str, Any]:
         cls = type(self)
         if cls.down or cls.fail_next > 0:
-            cls.fail_next -= 1
+            cls.fail_next = max(0, cls.fail_next - 1)
             raise ProviderUnavailable("provider-down: connection refused after 3 retries")
         return super().act(observation)
 

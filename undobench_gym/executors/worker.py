@@ -89,8 +89,6 @@ class GuardedAgent:
                 self._broken = None
             try:
                 return fn(*args, **kw)
-            except ProviderUnavailable:
-                raise
             except Exception as exc:
                 self._fail(exc)
                 return None
@@ -98,6 +96,8 @@ class GuardedAgent:
         return call
 
     def _fail(self, exc: Exception) -> None:
+        if isinstance(exc, ProviderUnavailable):
+            raise exc  # infrastructure, not the agent: the worker records it as such
         self.exceptions += 1
         self._broken = f"agent raised {type(exc).__name__}: {exc}"[:1000]
 
@@ -106,8 +106,6 @@ class GuardedAgent:
             try:
                 action: dict[str, Any] | str = self._inner.act(observation)
                 return action
-            except ProviderUnavailable:
-                raise
             except Exception as exc:
                 self._fail(exc)
         return {"tool": "finish", "arguments": {"status": "gave_up", "summary": self._broken}}
