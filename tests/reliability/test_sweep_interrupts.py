@@ -156,7 +156,7 @@ def test_sigkill_leaves_no_process_and_resume_completes(
         # itself) the workdirs stay in $TMPDIR until the next process runtime (here: the
         # resumed run's) removes those of dead owners. Worker processes get SIGTERM from
         # the kernel and close their stacks, which almost always removes the workdirs
-        # (0 left in 3 local runs, 1 of 4 in one CI run, cause not found); what is left
+        # (0 left in 3 local runs; 1 of 4 in each of two CI runs, cause not found); what is left
         # is counted, and must be gone after the resume.
         left = [d for d in workdirs(children) if d.exists()]
         left_dirs += len(left)
