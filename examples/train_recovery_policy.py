@@ -48,7 +48,7 @@ RETRY, VERIFY, ABSTAIN, RECONCILE = range(4)
 #: Every Payments fault scenario that hits a mutating call on the wire.
 SCENARIOS = {
     "pay-charge-customer": ["pre-503", "lost-ack", "ambiguous"],
-    "pay-cross-border-wire": ["wire-lost-ack", "fee-pre-502", "call2-ambiguous"],
+    "pay-cross-border-wire": ["wire-lost-ack", "fee-pre-502", "wire-ambiguous"],
     "pay-renew-subscription": ["pre-reset", "lost-ack", "lost-ack-timeout"],
 }
 QUICK = {k: v for k, v in SCENARIOS.items() if k != "pay-renew-subscription"}

@@ -48,7 +48,11 @@ def create_control_app(state: EpisodeState) -> FastAPI:
         return {"episode_id": body.episode_id, "armed": plan is not None}
 
     @app.get("/control/wire")
-    def wire() -> dict[str, Any]:
+    def wire(settle: float = 0.0) -> dict[str, Any]:
+        """The episode's wire log; `settle` waits (up to that many seconds) until every
+        call has its event, held flows included, so a verdict never misses one."""
+        if settle > 0:
+            state.wait_settled(min(settle, 60.0))
         return state.snapshot()
 
     return app

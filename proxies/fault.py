@@ -2,15 +2,18 @@
 
 `drop_request` answers or kills in the `request` hook, so the call never reaches the
 service (PRE_MUTATION). `drop_response` lets the service commit, then loses the reply in
-the `response` hook (POST_MUTATION_PRE_ACK). `crash` arms a named crash point on the
-forwarded request; the service exits there for real and the `error` hook presents the
-broken connection (DURING_MUTATION). Failures look like a real gateway's, never like
-mitmproxy's own 502 page.
+the `response` hook (POST_MUTATION_PRE_ACK), but only when the service did commit (a 2xx):
+a refused call has no commit to lose, so its answer goes through and the fault is recorded
+as not fired (`target`). `crash` arms a named crash point on the forwarded request; the
+service exits there for real and the `error` hook presents the broken connection
+(DURING_MUTATION). The fault only ever lands on the n-th call of a named mutating tool.
+Failures look like a real gateway's, never like mitmproxy's own 502 page.
 """
 
 from __future__ import annotations
 
 import asyncio
+import time
 from typing import Any
 
 from mitmproxy import http
@@ -48,8 +51,16 @@ class FaultInjector:
         flow.metadata["ub_fault"] = record
         self.state.mark_fired(record, flow.metadata.get("ub_episode"))
 
-    async def _present(self, flow: http.HTTPFlow, visible_error: str, timeout_s: float) -> None:
-        """Show the failure the way a client of a real gateway sees it."""
+    async def _present(
+        self, flow: http.HTTPFlow, visible_error: str, timeout_s: float, pad_s: float = 0.0
+    ) -> None:
+        """Show the failure the way a client of a real gateway sees it, no earlier than
+        `pad_s` after the request arrived."""
+        if pad_s > 0:
+            t0 = float(flow.metadata.get("ub_t0", time.monotonic()))
+            wait = t0 + pad_s - time.monotonic()
+            if wait > 0:
+                await asyncio.sleep(wait)
         if visible_error == "http_503":
             flow.response = gateway_response(503)
         elif visible_error == "http_502":
@@ -65,13 +76,15 @@ class FaultInjector:
         if plan is None or self.state.fired or flow.metadata.get("ub_index") is None:
             return
         if not plan.matches(
-            flow.metadata["ub_index"], flow.metadata["ub_tool"], flow.metadata["ub_nth"]
+            flow.metadata["ub_tool"],
+            flow.metadata["ub_nth"],
+            bool(flow.metadata.get("ub_read_only")),
         ):
             return
         if plan.action == "drop_request":
             flow.metadata["ub_forwarded"] = False
-            self._record(flow, "request")
-            await self._present(flow, plan.visible_error, plan.timeout_s)
+            self._record(flow, "request", committed=False)
+            await self._present(flow, plan.visible_error, plan.timeout_s, plan.pad_s)
         elif plan.action == "drop_response":
             flow.metadata["ub_drop_response"] = True
         elif plan.action == "crash":
@@ -88,11 +101,28 @@ class FaultInjector:
         if flow.metadata.pop("ub_drop_response", False):
             status = flow.response.status_code
             flow.metadata["ub_upstream_status"] = status
-            self._record(flow, "response", upstream_status=status, committed=200 <= status < 300)
-            await self._present(flow, plan.visible_error, plan.timeout_s)
+            if not 200 <= status < 300:
+                self._missed(flow, "refused", status)
+                return
+            self._record(flow, "response", upstream_status=status, committed=True)
+            await self._present(flow, plan.visible_error, plan.timeout_s, plan.pad_s)
         elif flow.metadata.pop("ub_crash", None):
             # The service answered: the operation never reached its crash point.
-            flow.metadata["ub_upstream_status"] = flow.response.status_code
+            status = flow.response.status_code
+            flow.metadata["ub_upstream_status"] = status
+            self._missed(flow, "no_crash" if 200 <= status < 300 else "refused", status)
+
+    def _missed(self, flow: http.HTTPFlow, reason: str, status: int) -> None:
+        """The targeted call was made but the fault could not happen as planned."""
+        self.state.note_target(
+            {
+                "reason": reason,
+                "index": flow.metadata.get("ub_index"),
+                "tool": flow.metadata.get("ub_tool"),
+                "upstream_status": status,
+            },
+            flow.metadata.get("ub_episode"),
+        )
 
     async def error(self, flow: http.HTTPFlow) -> None:
         crash_point = flow.metadata.pop("ub_crash", None)

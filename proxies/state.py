@@ -26,28 +26,35 @@ class FaultPlan:
 
     scenario: str
     action: str  # drop_request | drop_response | crash
-    call_index: int | None = None
-    tool: str | None = None
+    tool: str
     nth: int = 1
     visible_error: str = "connection_reset"
     crash_point: str | None = None
     timeout_s: float = 5.0
+    #: Ambiguous mode: the failure is shown no earlier than this long after the request
+    #: arrived, on both sides of the hidden coin, so that latency does not tell whether
+    #: the call was forwarded (and committed) or dropped.
+    pad_s: float = 0.0
 
     @classmethod
     def from_json(cls, data: dict[str, Any]) -> FaultPlan:
-        plan = cls(**data)
+        try:
+            plan = cls(**data)
+        except TypeError as exc:  # a missing or unknown field
+            raise ValueError(str(exc)) from None
         if plan.action not in ("drop_request", "drop_response", "crash"):
             raise ValueError(f"unknown fault action {plan.action!r}")
-        if (plan.call_index is None) == (plan.tool is None):
-            raise ValueError("a fault plan targets either call_index or tool")
+        if not plan.tool or plan.nth < 1:
+            raise ValueError("a fault plan targets the n-th call (nth >= 1) of a named tool")
         if plan.action == "crash" and not plan.crash_point:
             raise ValueError("a crash plan needs a crash_point")
+        if plan.pad_s < 0 or plan.timeout_s < 0:
+            raise ValueError("pad_s and timeout_s must not be negative")
         return plan
 
-    def matches(self, index: int, tool: str | None, nth: int) -> bool:
-        if self.call_index is not None:
-            return index == self.call_index
-        return tool == self.tool and nth == self.nth
+    def matches(self, tool: str | None, nth: int, read_only: bool) -> bool:
+        """Only the targeted call of a mutating tool: a fault never lands on a read."""
+        return not read_only and tool == self.tool and nth == self.nth
 
 
 @dataclass
@@ -59,9 +66,18 @@ class EpisodeState:
     plan: FaultPlan | None = None
     fired: bool = False
     fault: dict[str, Any] | None = None
+    #: The targeted call when it was made but the fault did not fire as planned (the
+    #: service refused it, or answered before its crash point).
+    target: dict[str, Any] | None = None
     events: list[dict[str, Any]] = field(default_factory=list)
     dropped_events: int = 0
+    #: Calls of this episode that have no wire event yet (held flows included).
+    in_flight: int = 0
     routes: list[RoutePattern] = field(default_factory=list)
+    settled: threading.Condition = field(init=False, repr=False)
+
+    def __post_init__(self) -> None:
+        self.settled = threading.Condition(self.lock)
 
     def begin(self, episode_id: str, plan: FaultPlan | None) -> None:
         with self.lock:
@@ -71,8 +87,11 @@ class EpisodeState:
             self.plan = plan
             self.fired = False
             self.fault = None
+            self.target = None
             self.events = []
             self.dropped_events = 0
+            self.in_flight = 0
+            self.settled.notify_all()
 
     def set_routes(self, tools: list[dict[str, Any]]) -> None:
         """Tools as {name, method, path, read_only}; `path` is an OpenAPI template with prefix."""
@@ -100,6 +119,7 @@ class EpisodeState:
     def next_call(self, tool: str | None) -> tuple[int, int]:
         with self.lock:
             self.call_index += 1
+            self.in_flight += 1
             nth = 0
             if tool is not None:
                 nth = self.tool_counts.get(tool, 0) + 1
@@ -116,6 +136,19 @@ class EpisodeState:
                 self.events.append(event)
             else:
                 self.dropped_events += 1
+            self.in_flight = max(0, self.in_flight - 1)
+            self.settled.notify_all()
+
+    def wait_settled(self, timeout_s: float) -> bool:
+        """Wait until every call of the episode has its wire event (a `timeout` fault holds
+        its flow for seconds after the client gave up); False if time ran out."""
+        with self.lock:
+            return self.settled.wait_for(lambda: self.in_flight == 0, timeout=timeout_s)
+
+    def note_target(self, record: dict[str, Any], episode: str | None) -> None:
+        with self.lock:
+            if episode == self.episode_id and self.target is None:
+                self.target = record
 
     def mark_fired(self, record: dict[str, Any], episode: str | None) -> None:
         with self.lock:
@@ -131,6 +164,8 @@ class EpisodeState:
                 "calls": self.call_index,
                 "fault_fired": self.fired,
                 "fault": self.fault,
+                "target": self.target,
+                "in_flight": self.in_flight,
                 "events": list(self.events),
                 "dropped_events": self.dropped_events,
             }

@@ -38,7 +38,25 @@ class ToolSpec:
     identity: tuple[str, ...]
     parameters: dict[str, Any] = field(hash=False, compare=False)
 
+    def annotations(self) -> dict[str, bool]:
+        """The effect labels every agent may see, as MCP tool annotations (2025-06-18
+        `ToolAnnotations`): read-only; destructive (may overwrite or cannot be taken back,
+        vs only adds); idempotent (a repeat with the same arguments has no further
+        effect); plus `compensatingHint` (the call undoes an earlier effect: a refund, a
+        rollback, a retraction). Identity fields, operation names and the oracle's
+        multiplicities stay private to the harness."""
+        cls = self.effect_class
+        return {
+            "readOnlyHint": self.read_only,
+            "destructiveHint": not self.read_only and cls in ("set", "irreversible_send"),
+            "idempotentHint": self.read_only or cls in ("set", "create_unique"),
+            "compensatingHint": self.compensation,
+        }
+
     def openai_schema(self) -> dict[str, Any]:
+        """The function-tool schema, with the public annotations and the REST route (both
+        in the public OpenAPI document a client of the service gets). Send only `type`
+        and `function` to a model server: `annotations` and `http` are for the agent."""
         return {
             "type": "function",
             "function": {
@@ -46,6 +64,8 @@ class ToolSpec:
                 "description": self.description,
                 "parameters": self.parameters,
             },
+            "annotations": self.annotations(),
+            "http": {"method": self.method, "path": self.path},
         }
 
     def with_key(self) -> ToolSpec:

@@ -21,6 +21,13 @@ from .spaces import JsonText, ToolCallSpace
 from .specs import Boundary, FaultScenario, Verdict, WorkflowSpec
 
 SERVER_IDEMPOTENCY = ("native", "all", "none")
+#: Ambiguous faults are shown no earlier than this after the request arrived, whichever way
+#: the hidden coin fell: a forwarded (committed) call takes longer than a dropped one, and
+#: the difference must not tell an agent the coin. Above the slowest mutating call's
+#: latency measured here (benchmarks/bench_ambiguous_latency.py).
+AMBIGUOUS_PAD_S = 0.25
+#: How long past the client's own timeout the verdict waits for held flows' wire events.
+WIRE_SETTLE_MARGIN_S = 2.0
 
 
 class UndoBenchEnv(gym.Env[str, str]):
@@ -125,7 +132,10 @@ class UndoBenchEnv(gym.Env[str, str]):
         self._unplanned_exits = rt.unplanned_exits  # what happened before is not ours
         self._admin("POST", "/admin/reset", json={"seed": ep_seed})
         params = workflow.draw_params(ep_seed, self._domain.fixture(ep_seed))
-        episode_id = stable_id("ep", ep_seed, workflow.id, scenario.id if scenario else "control")
+        # What the agent sees is the same for the control and the fault episode of a pair
+        # (an opaque pair-level id); the proxy and the harness know the episode apart.
+        public_id = stable_id("task", ep_seed, workflow.id)
+        wire_id = stable_id("ep", ep_seed, workflow.id, scenario.id if scenario else "control")
         coin = None
         plan = None
         worker_crash = None
@@ -140,22 +150,24 @@ class UndoBenchEnv(gym.Env[str, str]):
             plan = {
                 "scenario": scenario.id,
                 "action": scenario.action(coin),
-                "call_index": t.call_index,
                 "tool": t.tool,
                 "nth": t.nth,
                 "visible_error": scenario.visible_error.value,
                 "crash_point": scenario.crash_point,
                 "timeout_s": self.http_timeout + 0.5,
+                "pad_s": AMBIGUOUS_PAD_S if scenario.ambiguous else 0.0,
             }
-        self._control("POST", "/control/episode", json={"episode_id": episode_id, "plan": plan})
+        self._control("POST", "/control/episode", json={"episode_id": wire_id, "plan": plan})
         tools = self._tools_for(workflow.tools)
         task = workflow.instruction.format(**params)
         self._episode = {
-            "id": episode_id,
+            "id": public_id,
+            "wire_id": wire_id,
             "seed": ep_seed,
             "workflow": workflow,
             "scenario": scenario,
             "coin": coin if scenario is not None and scenario.ambiguous else None,
+            "plan": plan,
             "params": params,
             "tools": tools,
             "steps": 0,
@@ -164,6 +176,9 @@ class UndoBenchEnv(gym.Env[str, str]):
             "tool_counts": {},
             "worker_crash": worker_crash,
             "worker_fault": None,
+            "worker_target": None,
+            "finish_status": None,
+            "truncated_reason": None,
             "done": False,
             "t0": time.monotonic(),
         }
@@ -173,11 +188,10 @@ class UndoBenchEnv(gym.Env[str, str]):
             "workflow": workflow.id,
             "domain": workflow.domain,
             "split": workflow.split,
-            "episode_id": episode_id,
-            # The same for the control and the fault episode of a pair: what an agent may
-            # key its own state on without breaking paired-prefix equivalence.
-            "task_instance": stable_id("task", ep_seed, workflow.id),
-            "seed": ep_seed,
+            # Opaque and pair-level: equal for the control and the fault episode, so that
+            # nothing in `info` tells them apart before the fault (no seed, no scenario).
+            "episode_id": public_id,
+            "task_instance": public_id,
         }
         return json.dumps({"task": task, "tools": [*sorted(tools), FINISH]}), info
 
@@ -196,11 +210,15 @@ class UndoBenchEnv(gym.Env[str, str]):
         elif finished:
             obs = {"finished": True}
             logged = parsed.as_dict()
+            status = parsed.arguments.get("status", "done")
+            ep["finish_status"] = status if status in ("done", "gave_up") else "done"
         else:
             obs = self._call(parsed, ep)
             logged = parsed.as_dict()
         ep["transcript"].append({"step": ep["steps"], "action": logged, "observation": obs})
         truncated = not finished and ep["steps"] >= self.max_steps
+        if truncated:
+            ep["truncated_reason"] = "max_steps"
         info: dict[str, Any] = {"episode_id": ep["id"], "step": ep["steps"]}
         if ep.pop("pending_worker_crash", False):
             info["worker_crash"] = True
@@ -277,25 +295,30 @@ class UndoBenchEnv(gym.Env[str, str]):
     @staticmethod
     def _maybe_crash_worker(ep: dict[str, Any], tool: str, status: int) -> None:
         target = ep["worker_crash"]
-        if target is None or ep["worker_fault"] is not None or not 200 <= status < 300:
+        if target is None or ep["worker_fault"] is not None:
             return
         index, nth = len(ep["calls"]), ep["tool_counts"].get(tool, 0)
-        hit = (
-            index == target.call_index
-            if target.call_index
-            else (tool == target.tool and nth == target.nth)
-        )
-        if hit:
-            ep["worker_fault"] = {
-                "scenario": ep["scenario"].id,
-                "action": "worker_crash",
-                "stage": "post_ack",
+        if tool != target.tool or nth != target.nth:
+            return
+        if not 200 <= status < 300:
+            # Refused: nothing was acknowledged, so there is no progress to lose.
+            ep["worker_target"] = {
+                "reason": "refused",
                 "index": index,
                 "tool": tool,
                 "upstream_status": status,
-                "committed": True,
             }
-            ep["pending_worker_crash"] = True
+            return
+        ep["worker_fault"] = {
+            "scenario": ep["scenario"].id,
+            "action": "worker_crash",
+            "stage": "post_ack",
+            "index": index,
+            "tool": tool,
+            "upstream_status": status,
+            "committed": True,
+        }
+        ep["pending_worker_crash"] = True
 
     def _finish(self, ep: dict[str, Any], *, finished: bool, truncated: bool) -> Verdict:
         ep["done"] = True
@@ -303,7 +326,10 @@ class UndoBenchEnv(gym.Env[str, str]):
         self._check_no_unplanned_exit(ep)
         state = self._admin("GET", "/admin/state")
         commit_log = self._admin("GET", "/admin/commit-log")
-        wire = self._control("GET", "/control/wire")
+        # Held flows (a `timeout` fault) are recorded only when released: wait for them.
+        wire = self._control(
+            "GET", "/control/wire", params={"settle": self.http_timeout + WIRE_SETTLE_MARGIN_S}
+        )
         scenario: FaultScenario | None = ep["scenario"]
         committed_calls = self._committed_call_indexes(ep, wire)
         verdict = evaluate(
@@ -313,11 +339,12 @@ class UndoBenchEnv(gym.Env[str, str]):
             commit_log,
             len(wire["events"]),
             reissued_after_commit=self._reissues(ep, committed_calls),
-            fault_fired=(wire["fault_fired"] or ep["worker_fault"] is not None)
+            fault_fired=(bool(wire["fault_fired"]) or ep["worker_fault"] is not None)
             if scenario is not None
             else None,
             finished=finished,
             truncated=truncated,
+            finish_status=ep["finish_status"],
         )
         ep.update(
             state_hash=state["hash"],
@@ -326,7 +353,44 @@ class UndoBenchEnv(gym.Env[str, str]):
             commit_log=commit_log,
             wall_ms=round((time.monotonic() - ep["t0"]) * 1000, 1),
         )
+        ep["fault_outcome"] = self._fault_outcome(ep)
         return verdict
+
+    @staticmethod
+    def _fault_outcome(ep: dict[str, Any]) -> dict[str, Any] | None:
+        """Whether the fault happened as planned, and by which mechanism.
+
+        As planned: it fired on the targeted call of the named mutating tool with the
+        planned outcome: a dropped request; a reply lost after a 2xx commit; a crash at the
+        crash point; a worker crash after a 2xx acknowledgement. A refused target call has no
+        commit to lose, and a composite that answered never reached its crash point."""
+        scenario: FaultScenario | None = ep["scenario"]
+        if scenario is None:
+            return None
+        if ep["worker_fault"] is not None:
+            fired: dict[str, Any] | None = ep["worker_fault"]
+        else:
+            fired = ep["wire"].get("fault") if ep["wire"].get("fault_fired") else None
+        missed = ep["worker_target"] or ep["wire"].get("target")
+        mechanism = None
+        if fired is not None:
+            mechanism = {
+                "request": "request_dropped",
+                "response": "reply_dropped_after_commit",
+                "crash": "crash_mid_mutation",
+                "post_ack": "worker_crash_after_ack",
+            }.get(str(fired.get("stage")))
+        reason = None
+        if mechanism is None:
+            reason = missed["reason"] if missed else "not_reached"
+        return {
+            "as_planned": mechanism is not None,
+            "reason": reason,
+            "mechanism": mechanism,
+            "coin": ep["coin"],
+            "tool": scenario.target.tool,
+            "nth": scenario.target.nth,
+        }
 
     @staticmethod
     def _committed_call_indexes(ep: dict[str, Any], wire: dict[str, Any]) -> set[int]:
@@ -356,6 +420,37 @@ class UndoBenchEnv(gym.Env[str, str]):
             if i in committed:
                 seen_committed.add(ident)
         return count
+
+    def harness_info(self) -> dict[str, Any]:
+        """What only the harness may know about the current episode (never in `info`):
+        the scenario, the hidden coin, the seed and the proxy's episode id."""
+        ep = self._episode
+        if ep is None:
+            raise ResetNeeded("call reset() first")
+        scenario: FaultScenario | None = ep["scenario"]
+        return {
+            "seed": ep["seed"],
+            "workflow": ep["workflow"].id,
+            "scenario": scenario.id if scenario else None,
+            "boundary": scenario.boundary.value if scenario else None,
+            "hidden_commit_coin": ep["coin"],
+            "wire_episode_id": ep["wire_id"],
+        }
+
+    def truncate(self, reason: str = "time_limit") -> dict[str, Any]:
+        """End the running episode as truncated (the agent ran out of time): an agent
+        failure with a verdict, not an infrastructure error. Returns the last step's info."""
+        ep = self._episode
+        if ep is None or ep["done"]:
+            raise ResetNeeded("no running episode to truncate")
+        ep["truncated_reason"] = reason
+        verdict = self._finish(ep, finished=False, truncated=True)
+        return {
+            "episode_id": ep["id"],
+            "step": ep["steps"],
+            "verdict": verdict.model_dump(),
+            "episode": self.episode_record(),
+        }
 
     def gold_plan(self) -> list[dict[str, Any]]:
         """The current episode's gold plan with parameters filled in (for scripted agents);
@@ -390,10 +485,16 @@ class UndoBenchEnv(gym.Env[str, str]):
                 "duplicates": len(v.duplicates),
                 "missing": len(v.missing),
                 "forbidden": len(v.forbidden),
+                "unrequired": len(v.unrequired),
+                "partial": len(v.partial),
                 "reissued_after_commit": v.reissued_after_commit,
             },
             "fault_fired": v.fault_fired,
             "fault": ep["worker_fault"] or ep["wire"].get("fault"),
+            "fault_outcome": ep["fault_outcome"],
+            "finish_status": v.finish_status,
+            "truncated": v.truncated,
+            "truncated_reason": ep["truncated_reason"],
             # Compact logs for audits (wire/commit consistency): what crossed the proxy and
             # what the services committed.
             "wire": [

@@ -99,6 +99,53 @@ def _key(exp: EffectExpectation, params: dict[str, Any]) -> tuple[str, str]:
     return exp.op, _canon(fill(exp.identity, params))
 
 
+def _allows(exp: EffectExpectation, params: dict[str, Any], effect: SemanticEffect) -> bool:
+    """An allowed-effect pattern matches when its op and every field it names agree."""
+    if exp.op != effect.op:
+        return False
+    identity = json.loads(effect.identity)
+    wanted = fill(exp.identity, params)
+    return all(k in identity and _canon(identity[k]) == _canon(v) for k, v in wanted.items())
+
+
+def judge_effects(
+    workflow: WorkflowSpec, params: dict[str, Any], effects: list[SemanticEffect]
+) -> tuple[list[dict[str, Any]], ...]:
+    """(duplicates, missing, forbidden, unrequired) of the committed effects.
+
+    A required effect committed fewer times than its multiplicity is missing; more times,
+    for a class where a repeat is a new real-world effect (additive, irreversible send),
+    it is duplicated. A repeat of a `set` with the same value is harmless. Any other
+    committed effect that the task neither requires nor allows is unrequired (forbidden
+    ones are listed as forbidden instead); a duplicable effect committed twice with an
+    identity the task never asked for is a duplicate as well."""
+    by_key = {(e.op, e.identity): e for e in effects}
+    required: dict[tuple[str, str], int] = {}
+    for exp in workflow.required_effects:
+        key = _key(exp, params)
+        required[key] = required.get(key, 0) + exp.count
+    forbidden_keys = {_key(exp, params) for exp in workflow.forbidden_effects}
+    duplicates, missing, forbidden, unrequired = [], [], [], []
+    for (op, ident), want in required.items():
+        got = by_key[(op, ident)].count if (op, ident) in by_key else 0
+        if got < want:
+            missing.append(
+                {"op": op, "identity": json.loads(ident), "required": want, "count": got}
+            )
+    for e in effects:
+        key = (e.op, e.identity)
+        allowed = required.get(key, 1)
+        if e.count > allowed and e.effect_class in DUPLICABLE:
+            duplicates.append({**e.as_dict(), "required": required.get(key, 0)})
+        if key in forbidden_keys:
+            forbidden.append(e.as_dict())
+        elif key not in required and not any(
+            _allows(exp, params, e) for exp in workflow.allowed_effects
+        ):
+            unrequired.append(e.as_dict())
+    return duplicates, missing, forbidden, unrequired
+
+
 def evaluate(
     workflow: WorkflowSpec,
     params: dict[str, Any],
@@ -110,23 +157,14 @@ def evaluate(
     fault_fired: bool | None = None,
     finished: bool = False,
     truncated: bool = False,
+    finish_status: str | None = None,
 ) -> Verdict:
     effects = semantic_effects(commit_log)
-    by_key = {(e.op, e.identity): e for e in effects}
     invariants = [check_predicate(p, state["tables"], params) for p in workflow.invariants]
-    duplicates = [e.as_dict() for e in effects if e.count > 1 and e.effect_class in DUPLICABLE]
-    missing, forbidden = [], []
-    for exp in workflow.required_effects:
-        op, ident = _key(exp, params)
-        if op == "" or (op, ident) not in by_key:
-            missing.append({"op": op, "identity": json.loads(ident)})
-    for exp in workflow.forbidden_effects:
-        op, ident = _key(exp, params)
-        if (op, ident) in by_key:
-            forbidden.append(by_key[(op, ident)].as_dict())
+    duplicates, missing, forbidden, unrequired = judge_effects(workflow, params, effects)
     partial = list(state.get("partial", []))
     state_ok = all(r.passed for r in invariants)
-    effects_ok = not (duplicates or missing or forbidden or partial)
+    effects_ok = not (duplicates or missing or forbidden or partial or unrequired)
     return Verdict(
         success=state_ok and effects_ok,
         state_ok=state_ok,
@@ -139,8 +177,10 @@ def evaluate(
         missing=missing,
         forbidden=forbidden,
         partial=partial,
+        unrequired=unrequired,
         reissued_after_commit=reissued_after_commit,
         fault_fired=fault_fired,
         finished=finished,
         truncated=truncated,
+        finish_status=finish_status if finish_status in ("done", "gave_up") else None,
     )

@@ -37,9 +37,27 @@ def _start(agent: Any, plan: list[dict[str, Any]], info: dict[str, Any], obs: st
         agent.reset(plan)
 
 
+def _with_agent_view(env: gym.Env[str, str], record: dict[str, Any]) -> dict[str, Any]:
+    """Beside the env's wire-level transcript, what the agent itself saw when a recovery
+    wrapper answered some of its steps (synthesised or replayed observations)."""
+    view = getattr(env, "agent_transcript", None)
+    if callable(view):
+        record["agent_transcript"] = view()
+    return record
+
+
 def run_episode(
-    env: gym.Env[str, str], agent: Agent, *, seed: int, workflow: str, fault: str | None
+    env: gym.Env[str, str],
+    agent: Agent,
+    *,
+    seed: int,
+    workflow: str,
+    fault: str | None,
+    time_limit: float | None = None,
 ) -> dict[str, Any]:
+    """One episode. Past `time_limit` seconds the episode ends truncated: an agent too
+    slow for its budget has failed; that is not an infrastructure error."""
+    t0 = time.monotonic()
     obs, reset_info = env.reset(seed=seed, options={"workflow": workflow, "fault": fault})
     initial = obs
     base: Any = env.unwrapped
@@ -48,10 +66,12 @@ def run_episode(
     checkpoint = agent.checkpoint() if hasattr(agent, "checkpoint") else None
     while True:
         action: Any = agent.act(obs)
+        if time_limit is not None and time.monotonic() - t0 > time_limit:
+            return _with_agent_view(env, base.truncate("time_limit")["episode"])
         obs, _r, terminated, truncated, info = env.step(action)
         if terminated or truncated:
             record: dict[str, Any] = info["episode"]
-            return record
+            return _with_agent_view(env, record)
         if info.get("worker_crash"):
             # POST_ACK_PRE_CHECKPOINT: the worker died after the acknowledgement. The
             # agent resumes from its last checkpoint (the task start unless it keeps
@@ -104,10 +124,14 @@ def run_pair(
     runtime: str,
     model: str | None = None,
     framework: str | None = None,
+    episode_time_limit: float | None = None,
 ) -> dict[str, Any]:
     t0 = time.monotonic()
-    control = run_episode(env, agent, seed=seed, workflow=workflow.id, fault=None)
-    faulted = run_episode(env, agent, seed=seed, workflow=workflow.id, fault=scenario.id)
+    limit = episode_time_limit
+    control = run_episode(env, agent, seed=seed, workflow=workflow.id, fault=None, time_limit=limit)
+    faulted = run_episode(
+        env, agent, seed=seed, workflow=workflow.id, fault=scenario.id, time_limit=limit
+    )
     return {
         "pair_id": pair_id(workflow.id, scenario.id, method, seed, agent.name),
         "workflow": workflow.id,

@@ -39,18 +39,14 @@ FaultAction = Literal["drop_request", "drop_response", "crash"]
 
 
 class FaultTarget(BaseModel):
-    """Either the global call index (1-based) or the n-th call of a named tool."""
+    """The n-th call (1-based) of a named *mutating* tool.
 
-    model_config = ConfigDict(frozen=True)
-    call_index: int | None = Field(default=None, ge=1)
-    tool: str | None = None
+    Never a global call index: an agent that reads first would move a global index onto
+    a read-only call, and a fault on a read is not the fault the scenario plans."""
+
+    model_config = ConfigDict(frozen=True, extra="forbid")
+    tool: str
     nth: int = Field(default=1, ge=1)
-
-    @model_validator(mode="after")
-    def _one_form(self) -> FaultTarget:
-        if (self.call_index is None) == (self.tool is None):
-            raise ValueError("a fault target names either call_index or tool (with nth)")
-        return self
 
 
 class FaultScenario(BaseModel):
@@ -99,10 +95,16 @@ class FaultScenario(BaseModel):
 
 
 class EffectExpectation(BaseModel):
-    """A semantic effect: operation plus identity; identity values may be `{param}` templates."""
+    """A semantic effect: operation plus identity; identity values may be `{param}` templates.
+
+    The identity is what makes the effect the same effect in its domain (who, what, how
+    much, where), never free text. `count` is the task's required multiplicity: two
+    charges the task asks for are two, a third is a duplicate. In `allowed_effects` the
+    identity may name a subset of the fields (`{}` allows any identity of the operation)."""
 
     op: str
     identity: dict[str, Any]
+    count: int = Field(default=1, ge=1)
 
 
 class StatePredicate(BaseModel):
@@ -138,6 +140,10 @@ class WorkflowSpec(BaseModel):
     tools: list[str]
     required_effects: list[EffectExpectation] = Field(default_factory=list)
     forbidden_effects: list[EffectExpectation] = Field(default_factory=list)
+    #: Committed mutations that are neither required nor harm: recovery operations that
+    #: finish the required effect (resume a half-done batch, repair a lock). Anything
+    #: committed that is not required, allowed or forbidden is an *unrequired effect*.
+    allowed_effects: list[EffectExpectation] = Field(default_factory=list)
     invariants: list[StatePredicate] = Field(default_factory=list)
     gold_plan: list[GoldStep]
     scenarios: list[FaultScenario]
@@ -175,10 +181,28 @@ class Verdict(BaseModel):
     missing: list[dict[str, Any]]
     forbidden: list[dict[str, Any]]
     partial: list[str]
+    #: Committed effects the task neither required nor allowed (a re-charge with another
+    #: amount, a compensation nobody asked for, a tier set to a wrong value on the way).
+    unrequired: list[dict[str, Any]] = Field(default_factory=list)
     reissued_after_commit: int = 0
     fault_fired: bool | None = None
     finished: bool = False
     truncated: bool = False
+    #: What the agent said when it finished: "done" or "gave_up" (None when truncated).
+    finish_status: Literal["done", "gave_up"] | None = None
+
+    @property
+    def harmless(self) -> bool:
+        """No harm in the final state or the history: what a safe give-up leaves."""
+        return not (self.duplicates or self.forbidden or self.partial or self.unrequired)
+
+    @property
+    def aware(self) -> bool:
+        """The finish status agrees with the outcome (done when it is done, gave up when
+        it is not)."""
+        if self.finish_status is None:
+            return False
+        return (self.finish_status == "done") == self.success
 
 
 _TEMPLATE = re.compile(r"\{([a-zA-Z_][a-zA-Z0-9_]*)\}")

@@ -472,7 +472,10 @@ WIRE = WorkflowSpec(
             visible_error=VisibleError.HTTP_502,
         ),
         FaultScenario(
-            id="call2-ambiguous", boundary=B.PRE_MUTATION, target=T(call_index=2), ambiguous=True
+            id="wire-ambiguous",
+            boundary=B.PRE_MUTATION,
+            target=T(tool="create_wire"),
+            ambiguous=True,
         ),
     ],
     draw_params=_wire_params,

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import time
 from typing import Any
 
 import pytest
@@ -123,7 +124,7 @@ def test_crash_point_not_reached_does_not_fire() -> None:
     assert not state.fired and f.response is not None and f.response.status_code == 400
 
 
-def test_nth_call_and_global_index_targets() -> None:
+def test_nth_call_of_a_named_tool_is_targeted() -> None:
     state = make_state(scenario="s", action="drop_request", tool="create_charge", nth=2)
     first, read, second = flow(), flow("GET", "/payments/v1/charges/ch_1"), flow()
     for f in (first, read, second):
@@ -136,15 +137,53 @@ def test_nth_call_and_global_index_targets() -> None:
     ]
     assert read.metadata["ub_tool"] == "get_charge" and second.metadata["ub_nth"] == 2
 
-    by_index = make_state(scenario="s", action="drop_request", call_index=2)
-    a, b = flow("GET", "/payments/v1/charges/ch_1"), flow()
-    run_request(by_index, a)
-    run_request(by_index, b)
-    assert a.error is None and b.error is not None
+
+
+def test_a_fault_never_lands_on_a_read_only_call() -> None:
+    state = make_state(scenario="s", action="drop_request", tool="get_charge")
+    read = flow("GET", "/payments/v1/charges/ch_1")
+    run_request(state, read)
+    assert read.error is None and read.response is None and not state.fired
+
+
+def test_a_lost_ack_on_a_refused_call_is_not_fired() -> None:
+    state = make_state(scenario="s", action="drop_response", tool="create_charge")
+    f = flow()
+    run_request(state, f)
+    respond(state, f, 402)
+    assert not state.fired and state.fault is None
+    assert f.error is None and f.response is not None and f.response.status_code == 402
+    assert state.target is not None and state.target["reason"] == "refused"
+    assert state.snapshot()["target"]["upstream_status"] == 402
+    again = flow()  # the plan named the first call: a later one is not hit instead
+    run_request(state, again)
+    respond(state, again, 201)
+    assert not state.fired and again.error is None
+
+
+def test_wire_settles_only_when_held_flows_are_recorded() -> None:
+    state = make_state(scenario="s", action="drop_response", tool="create_charge")
+    f = flow()
+    run_request(state, f)
+    assert state.in_flight == 1 and not state.wait_settled(0.01)
+    respond(state, f, 201)
+    assert state.in_flight == 0 and state.wait_settled(0.01)
+    assert len(state.snapshot()["events"]) == 1
+
+
+@pytest.mark.parametrize("action", ["drop_request", "drop_response"])
+def test_ambiguous_padding_hides_the_coin_in_latency(action: str) -> None:
+    state = make_state(scenario="s", action=action, tool="create_charge", pad_s=0.2)
+    f = flow()
+    t0 = time.monotonic()
+    run_request(state, f)
+    if action == "drop_response":
+        respond(state, f, 201)
+    assert f.error is not None and time.monotonic() - t0 >= 0.2
 
 
 def test_fires_only_once_per_episode() -> None:
-    state = make_state(scenario="s", action="drop_request", call_index=1)
+    state = make_state(scenario="s", action="drop_request", tool="create_charge")
     a = flow()
     run_request(state, a)
     state.begin("ep2", None)
@@ -192,9 +231,11 @@ def test_router_rewrites_by_prefix_and_404s_unknown() -> None:
 @pytest.mark.parametrize(
     "bad",
     [
-        {"scenario": "s", "action": "explode", "call_index": 1},
+        {"scenario": "s", "action": "explode", "tool": "create_charge"},
         {"scenario": "s", "action": "drop_request"},
-        {"scenario": "s", "action": "crash", "call_index": 1},
+        {"scenario": "s", "action": "drop_request", "call_index": 2},
+        {"scenario": "s", "action": "drop_request", "tool": "create_charge", "nth": 0},
+        {"scenario": "s", "action": "crash", "tool": "create_charge"},
     ],
 )
 def test_bad_plans_are_rejected(bad: dict[str, Any]) -> None:

@@ -38,6 +38,8 @@ from .base import (
 )
 
 _PR_SET_PDEATHSIG = 1
+#: Of a pair's time limit, what each of its two episodes may use before it is truncated.
+EPISODE_SHARE = 0.45
 
 
 class TrialTimeout(BaseException):
@@ -155,6 +157,10 @@ class TrialWorker:
         self.name = name
         self.max_stacks = max_stacks
         self.trial_timeout = trial_timeout
+        # Each episode gets a soft share of the trial's time: an agent past it ends
+        # truncated (its failure, scored). The hard alarm at the full timeout stays for
+        # what is not the agent's (a harness or a call that hangs).
+        self.episode_time_limit = trial_timeout * EPISODE_SHARE if trial_timeout else None
         self.pools: dict[tuple[str, int], StackPool] = {}
         self.agents: dict[tuple[str, str | None], Any] = {}
 
@@ -203,6 +209,7 @@ class TrialWorker:
                     runtime=task.runtime,
                     model=getattr(inner, "model", None),
                     framework=task.framework or getattr(inner, "framework", None),
+                    episode_time_limit=self.episode_time_limit,
                 )
             record["agent_exceptions"] = agent.exceptions
             out.record = record
