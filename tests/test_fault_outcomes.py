@@ -8,10 +8,10 @@ from typing import Any
 
 import gymnasium as gym
 import pytest
-
-import undobench_gym  # noqa: F401 - registers the ids
 from undobench_gym.agents.methods import wrap
 from undobench_gym.agents.scripted import ScriptedAgent
+
+import undobench_gym  # noqa: F401 - registers the ids
 from undobench_gym.catalog import find_workflow
 from undobench_gym.pairing import run_episode, run_pair
 
