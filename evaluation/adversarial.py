@@ -222,11 +222,11 @@ def expect_and_observe(
         resent_2xx = agent.resend_status is not None and 200 <= agent.resend_status < 300
         replayed = behaviour == "same_key_resend" and spec.idempotency == "native"
         want_dup = committed and spec.effect_class in DUPLICABLE and resent_2xx and not replayed
-        expected = ["duplicate" if want_dup else "no duplicate", "no unrequired"]
+        wanted = ["duplicate" if want_dup else "no duplicate", "no unrequired"]
         if want_dup:
-            expected.append("failure")
+            wanted.append("failure")
             observed_bits.append("failure" if not v["success"] else "success")
-        return " + ".join(expected), " + ".join(observed_bits)
+        return " + ".join(wanted), " + ".join(observed_bits)
     if behaviour == "resend_after_4xx":
         # The refused call changed nothing and the real call after it is not the target:
         # the task succeeds; a fault planned on the refused call happened only if it was a

@@ -215,27 +215,51 @@ def test_a_provider_that_stays_down_stops_the_sweep_and_resume_runs_its_pairs(
 
 
 @pytest.mark.slow
-def test_timeouts_are_infrastructure_errors_retried_once(
+def test_a_hung_agent_ends_truncated_and_is_never_retried(
     tmp_path: Path, inline: InlineExecutor
 ) -> None:
+    """An agent too slow for its episode's share of the trial time (a stuck model call) has
+    failed: its episode ends truncated and is scored; excluding it would drop exactly the
+    long recovery attempts from N."""
     SleepsOnThirdEpisode.episodes = 0
     trials = expand(["pay-charge-customer"], ["lost-ack"], ["bare"], [1, 2])
     got = {t["seed"]: t for t in _sweep(tmp_path / "a", HERE + "SleepsOnThirdEpisode",
                                         trials, executor=inline)}  # fmt: skip
     assert got[1]["attempts"] == 1 and got[1]["infra_errors"] == []
-    # The second pair hung once: recorded as a timeout, retried on a fresh stack, kept.
-    assert got[2]["attempts"] == 2 and [f["kind"] for f in got[2]["infra_errors"]] == [TIMEOUT]
-    assert got[2]["control"]["error"] is None and got[2]["control"]["success"]
-    counts = _meta(tmp_path / "a")["counts"]
-    assert counts["retried_pairs"] == 1 and counts["recovered_by_retry"] == 1
+    assert got[2]["attempts"] == 1 and got[2]["infra_errors"] == []
+    control = got[2]["control"]
+    assert control["error"] is None and not control["success"]
+    assert control["truncated"] and control["truncated_reason"] == "time_limit"
+    assert got[2]["fault"]["truncated"] is False  # the next episode has its own budget
 
     [t] = _sweep(tmp_path / "b", HERE + "AlwaysHangs", executor=inline)
-    assert t["attempts"] == 2 and [f["kind"] for f in t["infra_errors"]] == [TIMEOUT, TIMEOUT]
-    assert t["control"]["error"].startswith("timeout:") and t["fault"]["success"] is False
-    meta = _meta(tmp_path / "b")
-    assert meta["counts"]["infra_error_pairs"] == 1
-    assert meta["counts"]["failed_attempts_by_kind"] == {TIMEOUT: 2}
-    assert meta["retry_policy"]["max_attempts"] == 2
+    assert t["attempts"] == 1 and t["infra_errors"] == []
+    assert all(t[s]["truncated_reason"] == "time_limit" for s in ("control", "fault"))
+    assert _meta(tmp_path / "b")["counts"]["infra_error_pairs"] == 0
+
+
+def test_a_hung_harness_is_an_infrastructure_error_retried_once(
+    tmp_path: Path, inline: InlineExecutor, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A hang outside agent code (here the env's step) is the harness's: the trial alarm
+    ends it, the pair is retried on a fresh stack and kept apart from agent failures."""
+    from undobench_gym.env import UndoBenchEnv
+
+    real_step = UndoBenchEnv.step
+    hangs = {"left": 1}
+
+    def step(self: UndoBenchEnv, action: Any) -> Any:
+        if hangs["left"]:
+            hangs["left"] -= 1
+            time.sleep(30)
+        return real_step(self, action)
+
+    monkeypatch.setattr(UndoBenchEnv, "step", step)
+    [t] = _sweep(tmp_path, "scripted", executor=inline)
+    assert t["attempts"] == 2 and [f["kind"] for f in t["infra_errors"]] == [TIMEOUT]
+    assert t["control"]["error"] is None and t["control"]["success"]
+    counts = _meta(tmp_path)["counts"]
+    assert counts["retried_pairs"] == 1 and counts["recovered_by_retry"] == 1
 
 
 @pytest.mark.slow

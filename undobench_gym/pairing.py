@@ -7,6 +7,7 @@ from typing import Any, Protocol
 
 import gymnasium as gym
 
+from .deadline import AgentOverTime, agent_time_limit
 from .seeding import stable_id
 from .specs import FaultScenario, WorkflowSpec
 
@@ -65,8 +66,11 @@ def run_episode(
     _start(agent, plan, reset_info, obs)
     checkpoint = agent.checkpoint() if hasattr(agent, "checkpoint") else None
     while True:
-        action: Any = agent.act(obs)
-        if time_limit is not None and time.monotonic() - t0 > time_limit:
+        left = None if time_limit is None else time_limit - (time.monotonic() - t0)
+        try:
+            with agent_time_limit(left):
+                action: Any = agent.act(obs)
+        except AgentOverTime:
             return _with_agent_view(env, base.truncate("time_limit")["episode"])
         obs, _r, terminated, truncated, info = env.step(action)
         if terminated or truncated:
