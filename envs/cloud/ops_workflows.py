@@ -19,6 +19,7 @@ from .fixture import active
 from .workflow_kit import (
     GREEN,
     count,
+    events_after,
     field,
     pick_service,
     revision,
@@ -45,6 +46,7 @@ def _restart_params(seed: int, fx: dict[str, Any]) -> dict[str, Any]:
         "ticket": ticket,
         "reason": f"pick up rotated database credentials ({ticket})",
         "restarts_after": blue["restart_count"] + 1,
+        "restart_events_after": events_after(fx, svc["id"], "deployment.restart", blue["id"]),
     }
 
 
@@ -84,9 +86,10 @@ RESTART = WorkflowSpec(
             "{restarts_after}",
         ),
         count(
-            "one restart in the activity log",
+            "one restart more in the activity log than before the task",
             "cl_events",
             {"deployment_id": "{deployment_id}", "action": "deployment.restart"},
+            "{restart_events_after}",
         ),
     ],
     gold_plan=[
@@ -103,7 +106,7 @@ RESTART = WorkflowSpec(
     scenarios=[
         FaultScenario(
             id="mid-sequence",
-            boundary=B.DURING_MUTATION,
+            boundary=B.POST_MUTATION_PRE_ACK,
             target=T(tool="scale_deployment"),
             description="the scale commits but its response is lost before the restart",
         ),
@@ -128,10 +131,14 @@ def _rollback_params(seed: int, fx: dict[str, Any]) -> dict[str, Any]:
     bad = active(fx, svc["id"], "green")
     blue = active(fx, svc["id"], "blue")
     assert bad is not None and blue is not None
-    good = next(
-        d
-        for d in fx["deployments"]
-        if d["service_id"] == svc["id"] and d["colour"] == "green" and d["status"] != "active"
+    # The green revision the bad one replaced (older green revisions are history too).
+    good = max(
+        (
+            d
+            for d in fx["deployments"]
+            if d["service_id"] == svc["id"] and d["colour"] == "green" and d["status"] != "active"
+        ),
+        key=lambda d: int(d["revision"]),
     )
     green_weight = next(
         t["weight"]

@@ -15,11 +15,12 @@ from undobench_gym.specs import (
     WorkflowSpec,
 )
 
-from .fixture import active
+from .fixture import active, cutover_id
 from .workflow_kit import (
     GREEN,
     base_params,
     count,
+    deploys_after,
     field,
     next_image,
     pick_service,
@@ -37,11 +38,13 @@ def _canary_params(seed: int, fx: dict[str, Any]) -> dict[str, Any]:
     svc = pick_service(fx, rng)
     params = base_params(seed, fx, svc)
     green = rng.choice([5, 10, 20, 25])
+    image = next_image(params["blue_image"], svc["name"], 1, rng.randint(0, 3))
     params.update(
-        image=next_image(params["blue_image"], svc["name"], 1, rng.randint(0, 3)),
+        image=image,
         replicas=rng.randint(1, 3),
         green_weight=green,
         blue_weight=100 - green,
+        deploys_after=deploys_after(fx, svc["id"], image),
     )
     return params
 
@@ -97,6 +100,7 @@ CANARY = WorkflowSpec(
             "the release was deployed once",
             "cl_deployments",
             {"service_id": "{service_id}", "image": "{image}"},
+            "{deploys_after}",
         ),
         revision("{revision_after}"),
         count("green is in the catalog", "cl_endpoints", {"deployment_id": "{green_id}"}),
@@ -156,10 +160,14 @@ def _cutover_params(seed: int, fx: dict[str, Any]) -> dict[str, Any]:
     params = base_params(seed, fx, svc)
     blue = active(fx, svc["id"], "blue")
     assert blue is not None
+    change_id = f"CHG-{rng.randint(10000, 99999)}"
+    image = next_image(params["blue_image"], svc["name"], 1, rng.randint(0, 5))
     params.update(
-        change_id=f"CHG-{rng.randint(10000, 99999)}",
-        image=next_image(params["blue_image"], svc["name"], 1, rng.randint(0, 5)),
+        change_id=change_id,
+        cutover_id=cutover_id(seed, svc["id"], change_id),
+        image=image,
         replicas=blue["replicas"],
+        deploys_after=deploys_after(fx, svc["id"], image),
     )
     return params
 
@@ -209,11 +217,25 @@ CUTOVER = WorkflowSpec(
         ),
         E(op="traffic.set", identity={"service_id": "{service_id}", "blue": 0, "green": 100}),
     ],
+    # Finishing this cutover after a crash left it half-done is recovery, not harm.
+    allowed_effects=[E(op="cutover.resume", identity={"cutover_id": "{cutover_id}"})],
     invariants=[
         count(
             "the cutover completed",
             "cl_cutovers",
             {"change_id": "{change_id}", "status": "completed"},
+        ),
+        count(
+            "one cutover more than before the task",
+            "cl_cutovers",
+            {"service_id": "{service_id}"},
+            "{cutovers_after}",
+        ),
+        count(
+            "the release was deployed once",
+            "cl_deployments",
+            {"service_id": "{service_id}", "image": "{image}"},
+            "{deploys_after}",
         ),
         field("green runs the release", "cl_deployments", GREEN, "image", "{image}"),
         field(

@@ -18,7 +18,7 @@ from sqlalchemy import select
 from sqlalchemy.exc import IntegrityError
 from sqlalchemy.orm import Session
 
-from .._service.context import ServiceContext, get_ctx, maybe_crash, new_id, now
+from .._service.context import ServiceContext, get_ctx, maybe_crash, now, seed_of
 from .._service.mutation import (
     READ_ONLY,
     claim_key,
@@ -47,6 +47,7 @@ from .common import (
     set_weights,
     weights,
 )
+from .fixture import cutover_id as new_cutover_id
 from .models import Cutover, Deployment, Endpoint, Service
 
 router = APIRouter(prefix="/v1")
@@ -134,7 +135,7 @@ def _start(s: Session, service_id: str, body: CutoverIn, key: str | None) -> str
     colour = _idle_colour(s, svc)
     dep = deploy_revision(s, svc, colour, body.image, body.replicas, health="starting")
     c = Cutover(
-        id=new_id(s, "cut"),
+        id=new_cutover_id(seed_of(s), service_id, body.change_id),
         service_id=service_id,
         change_id=body.change_id,
         colour=colour,
@@ -163,12 +164,26 @@ def _start(s: Session, service_id: str, body: CutoverIn, key: str | None) -> str
     return c.id
 
 
-def _step(ctx: ServiceContext, cutover_id: str, expected: str) -> bool:
-    """Run the step that follows `expected`, in its own transaction, if it is still due."""
+def _step(ctx: ServiceContext, cutover_id: str, expected: str, resuming: bool = False) -> bool:
+    """Run the step that follows `expected`, in its own transaction, if it is still due.
+
+    `resuming`: this is the first step a resume_cutover call runs, so the resume's own
+    commit-log row goes into the same transaction (a resume that finds nothing to do
+    commits nothing)."""
     with Session(ctx.engine) as s, s.begin():
         c: Cutover = get_or_404(s, Cutover, cutover_id, "cutover")
         if c.step != expected:
             return False
+        if resuming:
+            event(s, "cutover.resume", c.service_id, c.deployment_id, change_id=c.change_id)
+            identity = {"cutover_id": cutover_id}
+            record_commit(
+                s,
+                op="cutover.resume",
+                effect_class="set",
+                identity=identity,
+                args={**identity, "from_step": expected},
+            )
         svc: Service = get_or_404(s, Service, c.service_id, "service")
         dep: Deployment = get_or_404(s, Deployment, c.deployment_id, "deployment")
         if dep.status != "active":
@@ -194,12 +209,14 @@ def _step(ctx: ServiceContext, cutover_id: str, expected: str) -> bool:
     return True
 
 
-def _advance(request: Request, ctx: ServiceContext, cutover_id: str) -> None:
+def _advance(
+    request: Request, ctx: ServiceContext, cutover_id: str, resuming: bool = False
+) -> None:
     maybe_crash(request, "cloud.after_green_deployed")
-    _step(ctx, cutover_id, "deployed")
-    _step(ctx, cutover_id, "healthy")
+    ran = _step(ctx, cutover_id, "deployed", resuming)
+    ran = _step(ctx, cutover_id, "healthy", resuming and not ran) or ran
     maybe_crash(request, "cloud.after_endpoint_registered")
-    _step(ctx, cutover_id, "registered")
+    _step(ctx, cutover_id, "registered", resuming and not ran)
 
 
 @router.post(
@@ -248,7 +265,7 @@ def resume_cutover(request: Request, cutover_id: PathId) -> dict[str, Any]:
     ctx = get_ctx(request)
     with Session(ctx.engine) as s:
         get_or_404(s, Cutover, cutover_id, "cutover")
-    _advance(request, ctx, cutover_id)
+    _advance(request, ctx, cutover_id, resuming=True)
     with Session(ctx.engine) as s:
         return cutover_view(s, get_or_404(s, Cutover, cutover_id, "cutover"))
 

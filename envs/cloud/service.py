@@ -15,6 +15,7 @@ from sqlalchemy import select
 from sqlalchemy.orm import Session
 
 from .._service.context import DomainService
+from .._service.db import insert_fixture
 from .._service.mutation import READ_ONLY, effect_meta, error, record_commit, run_mutation
 from . import rollouts
 from .common import (
@@ -36,7 +37,7 @@ from .common import (
     weights,
 )
 from .fixture import build_fixture
-from .models import TABLES, Deployment, Endpoint, Event, Service, Traffic
+from .models import TABLES, Cutover, Deployment, Endpoint, Event, Service, Traffic
 
 router = APIRouter(prefix="/v1")
 KeyHeader = Annotated[str | None, Header(alias="Idempotency-Key", max_length=255)]
@@ -356,14 +357,18 @@ def deregister_endpoint(
 # ---- domain definition -------------------------------------------------------------
 
 
+_ORDER = (
+    ("services", Service),
+    ("deployments", Deployment),
+    ("endpoints", Endpoint),
+    ("traffic", Traffic),
+    ("cutovers", Cutover),
+    ("events", Event),
+)
+
+
 def seed_state(s: Session, seed: int) -> None:
-    fx = build_fixture(seed)
-    s.add_all(Service(**v) for v in fx["services"])
-    s.flush()
-    s.add_all(Deployment(**d) for d in fx["deployments"])
-    s.flush()
-    s.add_all(Endpoint(**e) for e in fx["endpoints"])
-    s.add_all(Traffic(**t) for t in fx["traffic"])
+    insert_fixture(s, build_fixture(seed), _ORDER)
 
 
 DOMAIN = DomainService(

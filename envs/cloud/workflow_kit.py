@@ -6,14 +6,15 @@ from typing import Any
 
 from undobench_gym.specs import StatePredicate
 
-from .fixture import active, deployment_id, image_for
+from .fixture import active, deployment_id, history, image_for
 
 P = StatePredicate
 SVC = {"id": "{service_id}"}
 GREEN = {"service_id": "{service_id}", "colour": "green", "status": "active"}
 
 
-def count(description: str, table: str, where: dict[str, Any], value: int = 1) -> P:
+def count(description: str, table: str, where: dict[str, Any], value: int | str = 1) -> P:
+    """`value` may be a `{param}` template: a fixture baseline plus what the task adds."""
     return P(description=description, table=table, where=where, op="count", value=value)
 
 
@@ -42,6 +43,8 @@ def pick_service(fx: dict[str, Any], rng: Any) -> dict[str, Any]:
 
 
 def base_params(seed: int, fx: dict[str, Any], svc: dict[str, Any]) -> dict[str, Any]:
+    """What every release task needs; counts of history rows are the fixture's baselines,
+    so an oracle counts what the episode added and never mistakes history for it."""
     blue = active(fx, svc["id"], "blue")
     assert blue is not None
     return {
@@ -52,4 +55,17 @@ def base_params(seed: int, fx: dict[str, Any], svc: dict[str, Any]) -> dict[str,
         "blue_image": blue["image"],
         "revision_after": svc["latest_revision"] + 1,
         "green_id": deployment_id(seed, svc["id"], svc["latest_revision"] + 1),
+        "cutovers_after": sum(c["service_id"] == svc["id"] for c in fx["cutovers"]) + 1,
     }
+
+
+def deploys_after(fx: dict[str, Any], service_id: str, image: str) -> int:
+    """Deployments of `image` once the task has deployed it once more."""
+    return 1 + sum(
+        bool(d["service_id"] == service_id and d["image"] == image) for d in fx["deployments"]
+    )
+
+
+def events_after(fx: dict[str, Any], service_id: str, action: str, deployment_id: str) -> int:
+    """Activity-log rows of this action on this deployment once the task added one."""
+    return 1 + len(history(fx, service_id, action=action, deployment_id=deployment_id))

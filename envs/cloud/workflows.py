@@ -1,7 +1,8 @@
 """Cloud workflows: task, parameters from the seed, oracles, gold plan, fault scenarios.
 
 Every oracle is a value computed from the fixture (revision numbers, images, restart
-counts, weights), so a deploy, restart or rollback applied twice makes an invariant false.
+counts, weights; counts of history rows plus what the task adds), so a deploy, restart or
+rollback applied twice makes an invariant false and history never passes for the effect.
 """
 
 from __future__ import annotations

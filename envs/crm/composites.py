@@ -112,17 +112,19 @@ def finish_conversion(s: Session, lead_id: str, key: str | None = None) -> bool:
     lead.status = "converted"
     lead.converted_opportunity_id = opp.id
     lead.pending = None
-    identity = {
-        "lead_id": lead_id,
-        "name": pending["opportunity_name"],
-        "amount": pending["amount"],
-    }
+    # The opportunity's name is free text: the lead and the amount make it the same one.
+    identity = {"lead_id": lead_id, "amount": pending["amount"]}
     record_commit(
         s,
         op="lead.opportunity",
         effect_class="create_unique",
         identity=identity,
-        args={**identity, "opportunity_id": opp.id, "account_id": opp.account_id},
+        args={
+            **identity,
+            "name": pending["opportunity_name"],
+            "opportunity_id": opp.id,
+            "account_id": opp.account_id,
+        },
         key=key,
     )
     s.flush()
@@ -180,9 +182,16 @@ def resume_lead_conversion(request: Request, lead_id: PathId) -> JSONResponse:
                 409, "not_converting", f"Lead {lead_id} is open: convert it with convert_lead"
             )
         try:
-            finish_conversion(s, lead_id, key)
+            finished = finish_conversion(s, lead_id, key)
         except IntegrityError as exc:
             raise error(409, "resource_exists", f"Lead {lead_id} was finished meanwhile") from exc
+        if finished:
+            # The resume itself, beside the opportunity it created; a resume of a lead
+            # that is already converted commits nothing.
+            identity = {"lead_id": lead_id}
+            record_commit(
+                s, op="lead.resume", effect_class="set", identity=identity, args=identity, key=key
+            )
         return 200, lead_view(s, lead)
 
     return run_mutation(

@@ -1,10 +1,25 @@
 """The seeded initial state of the CRM service: a pure function of the seed.
 
 The service inserts it on reset, and the env draws task parameters from the same rows.
+The state carries the history that led to it, consistent with it, so that a read-back
+cannot mistake old rows for what an episode did:
+
+- every SLA contract was sold by a won opportunity, invoiced for its initial term and
+  renewed once or twice (a renewal and an invoice per renewal, with the years it covers),
+  up to its current term end; its account's first contact got the renewal-reminder
+  sequence before the latest renewal, and (but for the customer onboarded right now)
+  the onboarding sequence when the contract was signed;
+- one lead was converted earlier (its account, contact and opportunity exist);
+- a few contacts went through the webinar invitation;
+- every enrollment has sent the emails of the steps before its `next_step`; a
+  `completed` one has sent them all.
+
+Everything happened before the episode's virtual clock starts (2026-01-01).
 """
 
 from __future__ import annotations
 
+from datetime import UTC, datetime, timedelta
 from typing import Any
 
 from undobench_gym.seeding import rng_for, stable_id
@@ -50,7 +65,14 @@ SEQUENCES = {
 }
 N_ACCOUNTS = 6
 N_LEADS = 5
+#: Accounts 0..N_SLA-1 are customers with an SLA contract.
+N_SLA = 4
+#: The account whose customer is being onboarded right now (its onboarding is active).
+ONBOARDING_NOW = 1
+#: When the state was taken: the latest history row is older.
 CREATED = "2025-12-31T12:00:00Z"
+#: The year the state was taken in: no renewal is signed later than that.
+THIS_YEAR = 2025
 
 
 def _email(first: str, last: str, company: str) -> str:
@@ -58,79 +80,135 @@ def _email(first: str, last: str, company: str) -> str:
     return f"{first.lower()}.{last.lower()}@{domain}.example.com"
 
 
+def _stamp(t: datetime) -> str:
+    return t.strftime("%Y-%m-%dT%H:%M:%SZ")
+
+
+def _day(rng: Any, year: int, months: tuple[int, int]) -> datetime:
+    return datetime(
+        year,
+        rng.randint(*months),
+        rng.randint(1, 26),
+        rng.randint(8, 17),
+        rng.randint(0, 59),
+        tzinfo=UTC,
+    )
+
+
+class _Outbox:
+    """Enrollments and the emails they sent, with their sequences' subjects."""
+
+    def __init__(self, seed: int, sequences: list[dict[str, Any]]) -> None:
+        self.seed = seed
+        self.seq = {s["name"]: s for s in sequences}
+        self.enrollments: list[dict[str, Any]] = []
+        self.emails: list[dict[str, Any]] = []
+
+    def enroll(
+        self, contact: dict[str, Any], name: str, start: datetime, sent: int | None = None
+    ) -> dict[str, Any]:
+        """`sent` emails (all of them when None, and the enrollment is completed), a week
+        apart from `start`."""
+        seq = self.seq[name]
+        steps = len(seq["steps"])
+        n = steps if sent is None else sent
+        k = len(self.enrollments)
+        eid = stable_id("enr", self.seed, "enr", k)
+        last = start + timedelta(days=7 * (n - 1))
+        enr = {
+            "id": eid,
+            "sequence_id": seq["id"],
+            "contact_id": contact["id"],
+            "status": "completed" if n == steps else "active",
+            "next_step": n + 1,
+            "created": _stamp(start),
+            "updated": _stamp(last),
+        }
+        self.enrollments.append(enr)
+        for step in range(1, n + 1):
+            self.emails.append(
+                {
+                    "id": stable_id("eml", self.seed, "eml", k, step),
+                    "enrollment_id": eid,
+                    "sequence_id": seq["id"],
+                    "contact_id": contact["id"],
+                    "to_email": contact["email"],
+                    "step": step,
+                    "subject": seq["steps"][step - 1],
+                    "sent": _stamp(start + timedelta(days=7 * (step - 1))),
+                }
+            )
+        return enr
+
+
+def _contract_history(
+    seed: int, rng: Any, contract: dict[str, Any]
+) -> tuple[list[dict[str, Any]], list[dict[str, Any]], datetime]:
+    """Renewals and invoices that lead to the contract's term end; when it was signed.
+
+    The initial term covers the years first_year..initial end; a renewal from year F to
+    year T covers F+1..T (as renew_sla invoices it)."""
+    cid, fee, level = contract["id"], contract["annual_fee"], contract["level"]
+    years = [rng.randint(1, 2) for _ in range(rng.randint(1, 2))]
+    # The initial term ended before this year, so every signature lies in the past.
+    years[0] += max(0, contract["term_end_year"] - sum(years) - (THIS_YEAR - 1))
+    initial_end = contract["term_end_year"] - sum(years)
+    initial = rng.randint(1, 2)
+    start = initial_end - initial + 1
+    signed = _day(rng, start - 1, (9, 11))
+    invoices = [
+        {
+            "id": stable_id("inv", seed, "inv", cid, 0),
+            "account_id": contract["account_id"],
+            "contract_id": cid,
+            "amount": fee * initial,
+            "description": f"SLA {level} initial term {start}-{initial_end}",
+            "first_year": start,
+            "last_year": initial_end,
+            "created": _stamp(signed),
+        }
+    ]
+    renewals = []
+    end = initial_end
+    for j, y in enumerate(years, start=1):
+        # Signed in the last year of the term it extends, or early, this year.
+        when = (
+            _day(rng, end, (8, 11)) if end < THIS_YEAR else _day(rng, THIS_YEAR, (4 * j - 1, 4 * j))
+        )
+        inv = {
+            "id": stable_id("inv", seed, "inv", cid, j),
+            "account_id": contract["account_id"],
+            "contract_id": cid,
+            "amount": fee * y,
+            "description": f"SLA {level} renewal {end + 1}-{end + y}",
+            "first_year": end + 1,
+            "last_year": end + y,
+            "created": _stamp(when),
+        }
+        invoices.append(inv)
+        renewals.append(
+            {
+                "id": stable_id("ren", seed, "ren", cid, j),
+                "contract_id": cid,
+                "years": y,
+                "from_year": end,
+                "to_year": end + y,
+                "invoice_id": inv["id"],
+                "created": _stamp(when),
+            }
+        )
+        end += y
+    return renewals, invoices, signed
+
+
 def build_fixture(seed: int) -> dict[str, list[dict[str, Any]]]:
     rng = rng_for("crm-fixture", seed)
-    companies = rng.sample([(c, s) for c in COMPANIES for s in SUFFIXES], N_ACCOUNTS + N_LEADS)
-    people = rng.sample([(f, last) for f in FIRST for last in LAST], N_ACCOUNTS * 2 + N_LEADS)
-    accounts: list[dict[str, Any]] = []
-    contacts: list[dict[str, Any]] = []
-    opportunities: list[dict[str, Any]] = []
-    contracts: list[dict[str, Any]] = []
-    for i, (company, suffix) in enumerate(companies[:N_ACCOUNTS]):
-        aid = stable_id("acc", seed, "acc", i)
-        # Most accounts sit in the lower tiers, so there is an upgrade to make.
-        tier = rng.choices(TIERS, weights=[4, 3, 2, 1])[0] if i == 0 else rng.choice(TIERS[:2])
-        accounts.append(
-            {
-                "id": aid,
-                "name": f"{company} {suffix}",
-                "tier": tier,
-                "source_lead_id": None,
-                "created": CREATED,
-            }
-        )
-        for c in range(2 if i < 3 else 1):
-            first, last = people[2 * i + c]
-            contacts.append(
-                {
-                    "id": stable_id("con", seed, "con", i, c),
-                    "account_id": aid,
-                    "name": f"{first} {last}",
-                    "email": _email(first, last, company),
-                    "created": CREATED,
-                }
-            )
-        opportunities.append(
-            {
-                "id": stable_id("opp", seed, "opp", i),
-                "account_id": aid,
-                "name": f"{company} {rng.choice(['platform', 'analytics', 'support'])} deal",
-                "stage": rng.choice(OPEN_STAGES),
-                "amount": rng.randint(50, 900) * 10_000,
-                "source_lead_id": None,
-                "created": CREATED,
-                "updated": CREATED,
-            }
-        )
-        if i < 4:
-            level = rng.choice(sorted(SLA_LEVELS))
-            contracts.append(
-                {
-                    "id": stable_id("sla", seed, "sla", i),
-                    "account_id": aid,
-                    "level": level,
-                    "annual_fee": SLA_LEVELS[level],
-                    "term_end_year": rng.randint(2026, 2027),
-                    "created": CREATED,
-                }
-            )
-    leads: list[dict[str, Any]] = []
-    for n, (company, suffix) in enumerate(companies[N_ACCOUNTS:]):
-        first, last = people[N_ACCOUNTS * 2 + n]
-        leads.append(
-            {
-                "id": stable_id("lead", seed, "lead", n),
-                "name": f"{first} {last}",
-                "email": _email(first, last, company),
-                "company": f"{company} {suffix}",
-                "status": "open",
-                "pending": None,
-                "converted_account_id": None,
-                "converted_contact_id": None,
-                "converted_opportunity_id": None,
-                "created": CREATED,
-            }
-        )
+    # The history has a generator of its own, so the current state draws stay as they were.
+    hist = rng_for("crm-history", seed)
+    pool = [(c, s) for c in COMPANIES for s in SUFFIXES]
+    companies = rng.sample(pool, N_ACCOUNTS + N_LEADS)
+    folks = [(f, last) for f in FIRST for last in LAST]
+    people = rng.sample(folks, N_ACCOUNTS * 2 + N_LEADS)
     sequences = [
         {
             "id": stable_id("seq", seed, "seq", name),
@@ -140,49 +218,190 @@ def build_fixture(seed: int) -> dict[str, list[dict[str, Any]]]:
         }
         for name, (purpose, steps) in SEQUENCES.items()
     ]
-    seq_id = {s["name"]: s["id"] for s in sequences}
-    enrollments: list[dict[str, Any]] = []
-    emails: list[dict[str, Any]] = []
-    # The first contact of account 0 (a customer with an SLA) was put in the prospecting
-    # sequence by mistake; their webinar enrollment is right. Another contact is in onboarding.
-    for k, (contact, seq) in enumerate(
-        [
-            (contacts[0], "webinar-invite"),
-            (contacts[0], "prospecting-outreach"),
-            (contacts[2], "customer-onboarding"),
-        ]
+    outbox = _Outbox(seed, sequences)
+    accounts: list[dict[str, Any]] = []
+    contacts: list[dict[str, Any]] = []
+    opportunities: list[dict[str, Any]] = []
+    contracts: list[dict[str, Any]] = []
+    renewals: list[dict[str, Any]] = []
+    invoices: list[dict[str, Any]] = []
+    reminders: list[tuple[int, datetime]] = []
+    for i, (company, suffix) in enumerate(companies[:N_ACCOUNTS]):
+        aid = stable_id("acc", seed, "acc", i)
+        # Most accounts sit in the lower tiers, so there is an upgrade to make.
+        tier = rng.choices(TIERS, weights=[4, 3, 2, 1])[0] if i == 0 else rng.choice(TIERS[:2])
+        account = {"id": aid, "name": f"{company} {suffix}", "tier": tier, "source_lead_id": None}
+        accounts.append(account)
+        first_contact = len(contacts)
+        for c in range(2 if i < 3 else 1):
+            first, last = people[2 * i + c]
+            contacts.append(
+                {
+                    "id": stable_id("con", seed, "con", i, c),
+                    "account_id": aid,
+                    "name": f"{first} {last}",
+                    "email": _email(first, last, company),
+                }
+            )
+        opened = _day(hist, THIS_YEAR, (6, 11))
+        opportunities.append(
+            {
+                "id": stable_id("opp", seed, "opp", i),
+                "account_id": aid,
+                "name": f"{company} {rng.choice(['platform', 'analytics', 'support'])} deal",
+                "stage": rng.choice(OPEN_STAGES),
+                "amount": rng.randint(50, 900) * 10_000,
+                "source_lead_id": None,
+                "created": _stamp(opened),
+                "updated": _stamp(opened + timedelta(days=hist.randint(1, 20))),
+            }
+        )
+        since = _day(hist, THIS_YEAR - 1, (1, 6))
+        if i < N_SLA:
+            level = rng.choice(sorted(SLA_LEVELS))
+            contract = {
+                "id": stable_id("sla", seed, "sla", i),
+                "account_id": aid,
+                "level": level,
+                "annual_fee": SLA_LEVELS[level],
+                "term_end_year": rng.randint(2026, 2027),
+            }
+            ren, inv, signed = _contract_history(seed, hist, contract)
+            contract["created"] = _stamp(signed)
+            contracts.append(contract)
+            renewals.extend(ren)
+            invoices.extend(inv)
+            # The deal that sold the SLA: won for the amount of the initial term.
+            opportunities.append(
+                {
+                    "id": stable_id("opp", seed, "opp-sla", i),
+                    "account_id": aid,
+                    "name": f"{company} {level} SLA",
+                    "stage": "closed_won",
+                    "amount": inv[0]["amount"],
+                    "source_lead_id": None,
+                    "created": _stamp(signed - timedelta(days=hist.randint(20, 60))),
+                    "updated": _stamp(signed),
+                }
+            )
+            since = signed - timedelta(days=hist.randint(60, 200))
+            if i != ONBOARDING_NOW:
+                outbox.enroll(contacts[first_contact], "customer-onboarding", signed)
+            latest = datetime.strptime(ren[-1]["created"], "%Y-%m-%dT%H:%M:%SZ")
+            reminders.append((first_contact, latest.replace(tzinfo=UTC) - timedelta(days=45)))
+        account["created"] = _stamp(since)
+        for person_row in contacts[first_contact:]:
+            person_row["created"] = _stamp(since + timedelta(days=hist.randint(0, 10)))
+    for index, when in reminders:
+        outbox.enroll(contacts[index], "renewal-reminder", when)
+    leads = [
+        _lead(seed, n, people[N_ACCOUNTS * 2 + n], firm, _day(hist, THIS_YEAR, (7, 11)))
+        for n, firm in enumerate(companies[N_ACCOUNTS:])
+    ]
+    # A lead converted earlier, from a company and a person no other row has.
+    firm = hist.choice([c for c in pool if c not in companies])
+    person = hist.choice([p for p in folks if p not in people])
+    converted = _lead(seed, N_LEADS, person, firm, _day(hist, THIS_YEAR, (2, 4)))
+    _convert(seed, hist, converted, accounts, contacts, opportunities)
+    leads.append(converted)
+    # A few contacts went through the webinar invitation in the autumn.
+    for index in hist.sample(range(1, len(contacts)), 2):
+        outbox.enroll(contacts[index], "webinar-invite", _day(hist, THIS_YEAR, (9, 10)))
+    # The current enrollments, from December: the first contact of account 0 (a customer
+    # with an SLA) was put in the prospecting sequence by mistake, their webinar enrollment
+    # is right; account ONBOARDING_NOW's first contact is being onboarded.
+    onboarding = next(c for c in contacts if c["account_id"] == accounts[ONBOARDING_NOW]["id"])
+    for contact, name in (
+        (contacts[0], "webinar-invite"),
+        (contacts[0], "prospecting-outreach"),
+        (onboarding, "customer-onboarding"),
     ):
-        eid = stable_id("enr", seed, "enr", k)
-        enrollments.append(
-            {
-                "id": eid,
-                "sequence_id": seq_id[seq],
-                "contact_id": contact["id"],
-                "status": "active",
-                "next_step": 2,
-                "created": CREATED,
-                "updated": CREATED,
-            }
-        )
-        emails.append(
-            {
-                "id": stable_id("eml", seed, "eml", k),
-                "enrollment_id": eid,
-                "sequence_id": seq_id[seq],
-                "contact_id": contact["id"],
-                "to_email": contact["email"],
-                "step": 1,
-                "subject": SEQUENCES[seq][1][0],
-                "sent": CREATED,
-            }
-        )
+        outbox.enroll(contact, name, _day(hist, THIS_YEAR, (12, 12)), sent=1)
     return {
         "leads": leads,
         "accounts": accounts,
         "contacts": contacts,
         "opportunities": opportunities,
         "sla_contracts": contracts,
+        "sla_renewals": renewals,
+        "invoices": invoices,
         "sequences": sequences,
-        "enrollments": enrollments,
-        "emails": emails,
+        "enrollments": outbox.enrollments,
+        "emails": outbox.emails,
     }
+
+
+def _lead(
+    seed: int, n: int, person: tuple[str, str], company: tuple[str, str], created: datetime
+) -> dict[str, Any]:
+    first, last = person
+    return {
+        "id": stable_id("lead", seed, "lead", n),
+        "name": f"{first} {last}",
+        "email": _email(first, last, company[0]),
+        "company": f"{company[0]} {company[1]}",
+        "status": "open",
+        "pending": None,
+        "converted_account_id": None,
+        "converted_contact_id": None,
+        "converted_opportunity_id": None,
+        "created": _stamp(created),
+    }
+
+
+def _convert(
+    seed: int,
+    rng: Any,
+    lead: dict[str, Any],
+    accounts: list[dict[str, Any]],
+    contacts: list[dict[str, Any]],
+    opportunities: list[dict[str, Any]],
+) -> None:
+    """What convert_lead leaves behind, a few weeks after the lead came in."""
+    at = _stamp(datetime.strptime(lead["created"], "%Y-%m-%dT%H:%M:%SZ") + timedelta(days=20))
+    account = {
+        "id": stable_id("acc", seed, "lead-acc", lead["id"]),
+        "name": lead["company"],
+        "tier": "standard",
+        "source_lead_id": lead["id"],
+        "created": at,
+    }
+    contact = {
+        "id": stable_id("con", seed, "lead-con", lead["id"]),
+        "account_id": account["id"],
+        "name": lead["name"],
+        "email": lead["email"],
+        "created": at,
+    }
+    opp = {
+        "id": stable_id("opp", seed, "lead-opp", lead["id"]),
+        "account_id": account["id"],
+        "name": f"{lead['company']} pilot",
+        "stage": rng.choice(["proposal", "negotiation"]),
+        "amount": rng.randint(20, 300) * 10_000,
+        "source_lead_id": lead["id"],
+        "created": at,
+        "updated": at,
+    }
+    accounts.append(account)
+    contacts.append(contact)
+    opportunities.append(opp)
+    lead.update(
+        status="converted",
+        converted_account_id=account["id"],
+        converted_contact_id=contact["id"],
+        converted_opportunity_id=opp["id"],
+    )
+
+
+def by_id(rows: list[dict[str, Any]], ident: str) -> dict[str, Any]:
+    return next(r for r in rows if r["id"] == ident)
+
+
+def seq_id(fx: dict[str, Any], name: str) -> str:
+    return str(next(s["id"] for s in fx["sequences"] if s["name"] == name))
+
+
+def count_rows(fx: dict[str, Any], key: str, **where: Any) -> int:
+    """Fixture rows matching `where`: the baselines task oracles count on top of."""
+    return sum(all(r.get(k) == v for k, v in where.items()) for r in fx[key])

@@ -85,6 +85,9 @@ class Invoice(Base):
     contract_id: Mapped[str | None] = mapped_column(String(32), nullable=True)
     amount: Mapped[int] = mapped_column(Integer)
     description: Mapped[str] = mapped_column(String(255))
+    #: The contract years an SLA invoice covers (first and last, inclusive).
+    first_year: Mapped[int | None] = mapped_column(Integer, nullable=True)
+    last_year: Mapped[int | None] = mapped_column(Integer, nullable=True)
     created: Mapped[str] = mapped_column(String(32))
 
 
@@ -103,7 +106,8 @@ class Enrollment(Base):
     id: Mapped[str] = mapped_column(String(32), primary_key=True)
     sequence_id: Mapped[str] = mapped_column(ForeignKey("crm_sequences.id"))
     contact_id: Mapped[str] = mapped_column(ForeignKey("crm_contacts.id"))
-    status: Mapped[str] = mapped_column(String(16))  # active | unenrolled
+    #: active | unenrolled | completed (every step's email sent).
+    status: Mapped[str] = mapped_column(String(16))
     next_step: Mapped[int] = mapped_column(Integer)
     created: Mapped[str] = mapped_column(String(32))
     updated: Mapped[str] = mapped_column(String(32))

@@ -52,7 +52,9 @@ class ContactIn(BaseModel):
     "/contacts",
     operation_id="create_contact",
     status_code=201,
-    openapi_extra=effect_meta("contact.create", "create_unique", ["email"], "constraint"),
+    openapi_extra=effect_meta(
+        "contact.create", "create_unique", ["account_id", "email"], "constraint"
+    ),
 )
 def create_contact(request: Request, body: ContactIn) -> JSONResponse:
     """Add a contact to an account. Contact emails are unique: a repeat is refused (409)."""
@@ -73,7 +75,7 @@ def create_contact(request: Request, body: ContactIn) -> JSONResponse:
             s,
             op="contact.create",
             effect_class="create_unique",
-            identity={"email": body.email},
+            identity={"account_id": body.account_id, "email": body.email},
             args=body.model_dump(),
             key=key,
         )
@@ -213,6 +215,8 @@ def renew_sla(
             contract_id=c.id,
             amount=c.annual_fee * body.years,
             description=f"SLA {c.level} renewal {start + 1}-{end}",
+            first_year=start + 1,
+            last_year=end,
             created=now(s),
         )
         renewal = SlaRenewal(
@@ -304,11 +308,19 @@ def enroll_contact(request: Request, sequence_id: PathId, body: EnrollIn) -> JSO
 )
 def unenroll_contact(request: Request, enrollment_id: PathId) -> JSONResponse:
     """Take a contact out of a sequence: no further emails of that enrollment are sent
-    (emails already sent stay sent). Unenrolling twice is harmless."""
+    (emails already sent stay sent). Unenrolling twice is harmless; a completed
+    enrollment has nothing left to stop (409)."""
     identity = {"enrollment_id": enrollment_id}
 
     def apply(s: Session, key: str | None) -> tuple[int, Any]:
         enr: Enrollment = get_or_404(s, Enrollment, enrollment_id, "enrollment")
+        if enr.status == "completed":
+            raise error(
+                409,
+                "enrollment_completed",
+                f"Enrollment {enrollment_id} has sent every email of its sequence; there is "
+                "nothing left to stop",
+            )
         args = {**identity, "previous": enr.status}
         enr.status, enr.updated = "unenrolled", now(s)
         record_commit(

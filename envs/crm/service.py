@@ -41,6 +41,7 @@ from .models import (
     Opportunity,
     Sequence,
     SlaContract,
+    SlaRenewal,
 )
 
 router = APIRouter(prefix="/v1")
@@ -145,7 +146,9 @@ def get_sla_contract(ctx: Ctx, contract_id: PathId) -> dict[str, Any]:
 def list_invoices(
     ctx: Ctx, account_id: OptId = None, contract_id: OptId = None
 ) -> list[dict[str, Any]]:
-    """List invoices, optionally for one account or one SLA contract."""
+    """List invoices (amount in cents; an SLA invoice names the contract years it
+    covers, first_year to last_year), oldest first, optionally for one account or one
+    SLA contract."""
     with Session(ctx.engine) as s:
         q = select(Invoice).order_by(Invoice.created, Invoice.id)
         if account_id:
@@ -167,9 +170,10 @@ def list_enrollments(
     ctx: Ctx,
     contact_id: OptId = None,
     sequence_id: OptId = None,
-    status: str | None = Query(None, pattern="^(active|unenrolled)$"),
+    status: str | None = Query(None, pattern="^(active|unenrolled|completed)$"),
 ) -> list[dict[str, Any]]:
-    """List sequence enrollments with the emails each has sent, optionally filtered."""
+    """List sequence enrollments with the emails each has sent, optionally filtered by
+    contact, sequence or status (active; unenrolled; completed: every email sent)."""
     with Session(ctx.engine) as s:
         q = select(Enrollment).order_by(Enrollment.created, Enrollment.id)
         if contact_id:
@@ -203,6 +207,8 @@ _ORDER = (
     ("contacts", Contact),
     ("opportunities", Opportunity),
     ("sla_contracts", SlaContract),
+    ("sla_renewals", SlaRenewal),
+    ("invoices", Invoice),
     ("sequences", Sequence),
     ("enrollments", Enrollment),
     ("emails", Email),

@@ -1,7 +1,10 @@
 """CRM workflows: task, parameters from the seed, oracles, gold plan, fault scenarios.
 
-Counts are exact (one renewal, one invoice, one welcome email), so an additive effect or
-a send applied twice makes an invariant false.
+Counts are exact (one renewal, one invoice, one welcome email more than the fixture's
+history holds), so an additive effect or a send applied twice makes an invariant false;
+they are keyed on structured fields (contract and years, contact and sequence), never on
+text an agent words, and the new row is told from history by its fields (the renewal of
+the current term, the invoice of the new years).
 """
 
 from __future__ import annotations
@@ -21,6 +24,7 @@ from undobench_gym.specs import (
 )
 
 from .composites import CRASH_AFTER_ACCOUNT
+from .fixture import OPEN_STAGES, by_id, count_rows, seq_id
 
 B = Boundary
 T = FaultTarget
@@ -28,7 +32,7 @@ E = EffectExpectation
 P = StatePredicate
 
 
-def _count(description: str, table: str, where: dict[str, Any], value: int = 1) -> P:
+def _count(description: str, table: str, where: dict[str, Any], value: Any = 1) -> P:
     return P(description=description, table=table, where=where, op="count", value=value)
 
 
@@ -36,12 +40,24 @@ def _field(description: str, table: str, where: dict[str, Any], field: str, valu
     return P(description=description, table=table, where=where, field=field, value=value)
 
 
-def _by_id(rows: list[dict[str, Any]], ident: str) -> dict[str, Any]:
-    return next(r for r in rows if r["id"] == ident)
+def _enrollment(fx: dict[str, Any], contact_id: str, sequence: str) -> dict[str, Any]:
+    """The active enrollment of a contact in a sequence (history ones are completed)."""
+    wanted = seq_id(fx, sequence)
+    return next(
+        e
+        for e in fx["enrollments"]
+        if e["contact_id"] == contact_id and e["sequence_id"] == wanted and e["status"] == "active"
+    )
 
 
-def _seq(fx: dict[str, Any], name: str) -> str:
-    return str(next(s["id"] for s in fx["sequences"] if s["name"] == name))
+def _sends_after(fx: dict[str, Any], contact_id: str, sequence_id: str) -> dict[str, int]:
+    """Enrollments and emails of a contact in a sequence once the task enrolled it once:
+    the fixture's own (completed history) plus one."""
+    where = {"contact_id": contact_id, "sequence_id": sequence_id}
+    return {
+        "enrollments_after": count_rows(fx, "enrollments", **where) + 1,
+        "emails_after": count_rows(fx, "emails", **where) + 1,
+    }
 
 
 # ---- convert a lead (composite) ----------------------------------------------------
@@ -49,7 +65,7 @@ def _seq(fx: dict[str, Any], name: str) -> str:
 
 def _convert_params(seed: int, fx: dict[str, Any]) -> dict[str, Any]:
     rng = rng_for("crm-convert-lead", seed)
-    lead = rng.choice(fx["leads"])
+    lead = rng.choice([x for x in fx["leads"] if x["status"] == "open"])
     product = rng.choice(["platform", "analytics", "support desk", "data pipeline"])
     return {
         "lead_id": lead["id"],
@@ -76,11 +92,10 @@ CONVERT = WorkflowSpec(
     tools=["list_leads", "get_lead", "convert_lead", "resume_lead_conversion", "get_account"],
     required_effects=[
         E(op="lead.convert", identity={"lead_id": "{lead_id}"}),
-        E(
-            op="lead.opportunity",
-            identity={"lead_id": "{lead_id}", "name": "{opp_name}", "amount": "{amount}"},
-        ),
+        E(op="lead.opportunity", identity={"lead_id": "{lead_id}", "amount": "{amount}"}),
     ],
+    # Finishing the conversion after it stopped half-way is recovery, not harm.
+    allowed_effects=[E(op="lead.resume", identity={"lead_id": "{lead_id}"})],
     invariants=[
         _field("the lead is converted", "crm_leads", {"id": "{lead_id}"}, "status", "converted"),
         _count("one account from the lead", "crm_accounts", LEAD_ACCOUNT),
@@ -138,18 +153,26 @@ def _renew_params(seed: int, fx: dict[str, Any]) -> dict[str, Any]:
     rng = rng_for("crm-renew-sla", seed)
     contract = rng.choice(fx["sla_contracts"])
     years = rng.randint(1, 3)
+    cid = contract["id"]
     return {
-        "contract_id": contract["id"],
-        "account_name": _by_id(fx["accounts"], contract["account_id"])["name"],
+        "contract_id": cid,
+        "account_name": by_id(fx["accounts"], contract["account_id"])["name"],
         "level": contract["level"],
         "term_end_year": contract["term_end_year"],
+        "first_new_year": contract["term_end_year"] + 1,
         "years": years,
         "new_end": contract["term_end_year"] + years,
         "invoice_amount": contract["annual_fee"] * years,
+        # The contract's earlier renewals and invoices are history: count on top of them.
+        "renewals_after": count_rows(fx, "sla_renewals", contract_id=cid) + 1,
+        "invoices_after": count_rows(fx, "invoices", contract_id=cid) + 1,
     }
 
 
 CONTRACT = {"contract_id": "{contract_id}"}
+#: The renewal of the current term and its invoice (history ones cover earlier years).
+THIS_RENEWAL = {"contract_id": "{contract_id}", "from_year": "{term_end_year}"}
+THIS_INVOICE = {"contract_id": "{contract_id}", "first_year": "{first_new_year}"}
 RENEW = WorkflowSpec(
     id="crm-renew-sla",
     domain="crm",
@@ -172,14 +195,28 @@ RENEW = WorkflowSpec(
             "term_end_year",
             "{new_end}",
         ),
-        _count("exactly one renewal", "crm_sla_renewals", CONTRACT),
-        _count("exactly one renewal invoice", "crm_invoices", CONTRACT),
+        _count("exactly one renewal", "crm_sla_renewals", CONTRACT, "{renewals_after}"),
+        _field(
+            "the renewal extends the current term to the new year",
+            "crm_sla_renewals",
+            THIS_RENEWAL,
+            "to_year",
+            "{new_end}",
+        ),
+        _count("exactly one renewal invoice", "crm_invoices", CONTRACT, "{invoices_after}"),
         _field(
             "the invoice is the fee times the years",
             "crm_invoices",
-            CONTRACT,
+            THIS_INVOICE,
             "amount",
             "{invoice_amount}",
+        ),
+        _field(
+            "the invoice covers the new years",
+            "crm_invoices",
+            THIS_INVOICE,
+            "last_year",
+            "{new_end}",
         ),
     ],
     gold_plan=[
@@ -214,16 +251,28 @@ RENEW = WorkflowSpec(
 
 
 def _fix_params(seed: int, fx: dict[str, Any]) -> dict[str, Any]:
-    keep, wrong = fx["enrollments"][0], fx["enrollments"][1]
-    contact = _by_id(fx["contacts"], wrong["contact_id"])
+    # The one active prospecting enrollment is the mistake (a customer's contact).
+    prospecting = seq_id(fx, "prospecting-outreach")
+    wrong = next(
+        e for e in fx["enrollments"] if e["sequence_id"] == prospecting and e["status"] == "active"
+    )
+    contact = by_id(fx["contacts"], wrong["contact_id"])
+    keep = _enrollment(fx, contact["id"], "webinar-invite")
+    right = seq_id(fx, "renewal-reminder")
+    sent = _sends_after(fx, contact["id"], right)
     return {
         "contact_id": contact["id"],
         "contact_name": contact["name"],
-        "account_name": _by_id(fx["accounts"], contact["account_id"])["name"],
+        "account_name": by_id(fx["accounts"], contact["account_id"])["name"],
         "wrong_enrollment": wrong["id"],
         "wrong_sequence": wrong["sequence_id"],
         "keep_enrollment": keep["id"],
-        "right_sequence": _seq(fx, "renewal-reminder"),
+        "right_sequence": right,
+        "right_enrollments_after": sent["enrollments_after"],
+        "right_emails_after": sent["emails_after"],
+        "wrong_emails": count_rows(
+            fx, "emails", contact_id=contact["id"], sequence_id=wrong["sequence_id"]
+        ),
     }
 
 
@@ -234,12 +283,12 @@ FIX = WorkflowSpec(
     split="val",
     kind="compensation",
     instruction=(
-        "{contact_name} ({contact_id}) at {account_name} is an existing customer but was "
+        "{contact_name} ({contact_id}) at {account_name} is an existing customer whose SLA "
+        "renewal is coming up. Enroll them in the renewal-reminder sequence "
+        "({right_sequence}) now: they should get its first email once. They were also "
         "enrolled in the prospecting-outreach sequence by mistake (enrollment "
-        "{wrong_enrollment}). Take them out of that enrollment, then enroll them in the "
-        "renewal-reminder sequence ({right_sequence}) instead: they should get its first "
-        "email once. Their webinar-invite enrollment {keep_enrollment} is correct and must "
-        "stay active."
+        "{wrong_enrollment}): take them out of that enrollment. Their webinar-invite "
+        "enrollment {keep_enrollment} is correct and must stay active."
     ),
     tools=["list_enrollments", "list_sequences", "unenroll_contact", "enroll_contact"],
     required_effects=[
@@ -271,21 +320,39 @@ FIX = WorkflowSpec(
             "status",
             "active",
         ),
-        _count("one renewal-reminder enrollment", "crm_enrollments", RIGHT),
-        _count("one renewal-reminder email sent", "crm_emails", RIGHT),
         _count(
-            "no second prospecting email",
+            "one active renewal-reminder enrollment",
+            "crm_enrollments",
+            {**RIGHT, "status": "active"},
+        ),
+        _count(
+            "one renewal-reminder enrollment more than before",
+            "crm_enrollments",
+            RIGHT,
+            "{right_enrollments_after}",
+        ),
+        _count(
+            "one renewal-reminder email more than before",
+            "crm_emails",
+            RIGHT,
+            "{right_emails_after}",
+        ),
+        _count(
+            "no further prospecting email",
             "crm_emails",
             {"contact_id": "{contact_id}", "sequence_id": "{wrong_sequence}"},
+            "{wrong_emails}",
         ),
     ],
+    # The forward effect first, then the compensation of the earlier mistake: a fault on
+    # the unenroll hits a compensation in a task that has already sent an email.
     gold_plan=[
         GoldStep(tool="list_enrollments", arguments={"contact_id": "{contact_id}"}),
-        GoldStep(tool="unenroll_contact", arguments={"enrollment_id": "{wrong_enrollment}"}),
         GoldStep(
             tool="enroll_contact",
             arguments={"sequence_id": "{right_sequence}", "contact_id": "{contact_id}"},
         ),
+        GoldStep(tool="unenroll_contact", arguments={"enrollment_id": "{wrong_enrollment}"}),
     ],
     scenarios=[
         FaultScenario(
@@ -293,12 +360,14 @@ FIX = WorkflowSpec(
             boundary=B.DURING_COMPENSATION,
             target=T(tool="unenroll_contact"),
             compensation_commits=True,
+            description="the unenroll commits after the new enrollment, its response is lost",
         ),
         FaultScenario(
             id="comp-pre-503",
             boundary=B.DURING_COMPENSATION,
             target=T(tool="unenroll_contact"),
             visible_error=VisibleError.HTTP_503,
+            description="the unenroll after the new enrollment is refused before it commits",
         ),
         FaultScenario(
             id="enroll-lost-ack",
@@ -316,11 +385,25 @@ FIX = WorkflowSpec(
 
 def _close_params(seed: int, fx: dict[str, Any]) -> dict[str, Any]:
     rng = rng_for("crm-close-won-deal", seed)
-    # Accounts 0 and 1 already have contacts in sequences; pick from the others.
-    acct = rng.choice(fx["accounts"][2:])
-    opp = next(o for o in fx["opportunities"] if o["account_id"] == acct["id"])
-    contact = next(c for c in fx["contacts"] if c["account_id"] == acct["id"])
+    onboarding = seq_id(fx, "customer-onboarding")
+    onboarded = {e["contact_id"] for e in fx["enrollments"] if e["sequence_id"] == onboarding}
+    # Accounts 0 and 1 already have contacts in current sequences; of the others, those
+    # with a contact nobody has onboarded yet.
+    newcomers = {
+        a["id"]: [
+            c for c in fx["contacts"] if c["account_id"] == a["id"] and c["id"] not in onboarded
+        ]
+        for a in fx["accounts"][2:]
+    }
+    acct = rng.choice([a for a in fx["accounts"][2:] if newcomers[a["id"]]])
+    opp = next(
+        o
+        for o in fx["opportunities"]
+        if o["account_id"] == acct["id"] and o["stage"] in OPEN_STAGES
+    )
+    contact = newcomers[acct["id"]][0]
     amount = opp["amount"] + rng.choice([-1, 1]) * rng.randint(1, 40) * 5_000
+    sent = _sends_after(fx, contact["id"], onboarding)
     return {
         "account_id": acct["id"],
         "account_name": acct["name"],
@@ -330,7 +413,9 @@ def _close_params(seed: int, fx: dict[str, Any]) -> dict[str, Any]:
         "tier": rng.choice(["premium", "enterprise"]),
         "contact_id": contact["id"],
         "contact_name": contact["name"],
-        "sequence_id": _seq(fx, "customer-onboarding"),
+        "sequence_id": onboarding,
+        "onboardings_after": sent["enrollments_after"],
+        "welcome_emails_after": sent["emails_after"],
     }
 
 
@@ -376,8 +461,8 @@ CLOSE = WorkflowSpec(
         _field("the deal is won", "crm_opportunities", OPP, "stage", "closed_won"),
         _field("the deal has the final amount", "crm_opportunities", OPP, "amount", "{amount}"),
         _field("the account is upgraded", "crm_accounts", {"id": "{account_id}"}, "tier", "{tier}"),
-        _count("one onboarding enrollment", "crm_enrollments", ONBOARD),
-        _count("one welcome email", "crm_emails", ONBOARD),
+        _count("one onboarding enrollment", "crm_enrollments", ONBOARD, "{onboardings_after}"),
+        _count("one welcome email", "crm_emails", ONBOARD, "{welcome_emails_after}"),
     ],
     gold_plan=[
         GoldStep(tool="get_opportunity", arguments={"opportunity_id": "{opportunity_id}"}),
@@ -411,8 +496,8 @@ CLOSE = WorkflowSpec(
             description="a repeat of a set is harmless",
         ),
         FaultScenario(
-            id="during-mid-close",
-            boundary=B.DURING_MUTATION,
+            id="amount-lost-ack",
+            boundary=B.POST_MUTATION_PRE_ACK,
             target=T(tool="set_opportunity_amount"),
             description="the amount commits but its response is lost before the stage change",
         ),

@@ -48,7 +48,9 @@ class DividendIn(BaseModel):
     reference: str = Field(min_length=1, max_length=64, pattern=r"^[A-Za-z0-9][A-Za-z0-9_.-]*$")
 
 
-def _credit_holder(s: Session, dividend_id: str, reference: str, h: dict[str, Any]) -> None:
+def _credit_holder(
+    s: Session, dividend_id: str, reference: str, share_class: str, h: dict[str, Any]
+) -> None:
     acct = apply_delta(s, h["account_id"], h["amount"])
     s.add(
         DividendCredit(
@@ -72,16 +74,21 @@ def _credit_holder(s: Session, dividend_id: str, reference: str, h: dict[str, An
         s,
         op="dividend.credit",
         effect_class="additive",
-        identity={"reference": reference, "account_id": h["account_id"], "amount": h["amount"]},
-        args={"dividend_id": dividend_id, **h},
+        # Who is credited how much on which share class: a dividend declared again under
+        # another reference credits every holder twice all the same.
+        identity={"share_class": share_class, "account_id": h["account_id"], "amount": h["amount"]},
+        args={"dividend_id": dividend_id, "reference": reference, **h},
     )
 
 
-def _pay_credits(request: Request, ctx: ServiceContext, dividend_id: str) -> None:
-    """Credit each holder still unpaid in its own transaction, as a batch ledger does."""
+def _pay_credits(request: Request, ctx: ServiceContext, dividend_id: str, resume: bool) -> None:
+    """Credit each holder still unpaid in its own transaction, as a batch ledger does.
+
+    A resume that finds the dividend `processing` and finishes it records
+    `dividend.resume`; a resume of a paid dividend changes nothing and records nothing."""
     with Session(ctx.engine) as s:
         d = get_or_404(s, Dividend, dividend_id, "dividend")
-        holders, reference = list(d.holders), d.reference
+        holders, reference, share_class = list(d.holders), d.reference, d.share_class
     for i, h in enumerate(holders):
         if i == 1:
             maybe_crash(request, "dividend.after_first_credit")
@@ -94,11 +101,22 @@ def _pay_credits(request: Request, ctx: ServiceContext, dividend_id: str) -> Non
                     )
                 )
                 if done is None:
-                    _credit_holder(s, dividend_id, reference, h)
+                    _credit_holder(s, dividend_id, reference, share_class, h)
         except IntegrityError:
             continue  # a concurrent resume credited this holder first: nothing left to do
     with Session(ctx.engine) as s, s.begin():
-        get_or_404(s, Dividend, dividend_id, "dividend").status = "paid"
+        d = get_or_404(s, Dividend, dividend_id, "dividend")
+        if d.status == "paid":
+            return
+        d.status = "paid"
+        if resume:
+            record_commit(
+                s,
+                op="dividend.resume",
+                effect_class="set",
+                identity={"dividend_id": dividend_id},
+                args={"dividend_id": dividend_id},
+            )
 
 
 def _declare(s: Session, body: DividendIn, key: str | None) -> str:
@@ -169,7 +187,7 @@ def pay_dividend(request: Request, body: DividendIn) -> JSONResponse:
     except Exception:
         release_key(ctx, claim)
         raise
-    _pay_credits(request, ctx, dividend_id)
+    _pay_credits(request, ctx, dividend_id, resume=False)
     with Session(ctx.engine) as s, s.begin():
         view = dividend_view(s, get_or_404(s, Dividend, dividend_id, "dividend"))
         complete_key(s, claim, 201, view)
@@ -184,7 +202,7 @@ def pay_dividend(request: Request, body: DividendIn) -> JSONResponse:
 def resume_dividend(request: Request, dividend_id: PathId) -> dict[str, Any]:
     """Pay the credits a `processing` dividend still owes; a paid one is left as it is."""
     ctx = get_ctx(request)
-    _pay_credits(request, ctx, dividend_id)
+    _pay_credits(request, ctx, dividend_id, resume=True)
     with Session(ctx.engine) as s:
         return dividend_view(s, get_or_404(s, Dividend, dividend_id, "dividend"))
 
@@ -228,33 +246,28 @@ def _check_unapplied(s: Session, name: str) -> None:
         )
 
 
-def _record_migration(
-    s: Session, name: str, columns: list[dict[str, str]], repaired: bool, key: str | None
-) -> Migration:
-    """The catalog row and its `migration.apply` commit row: one per name (the unique
-    constraint), whichever of apply_migration or repair_migration writes it."""
+def _catalog(s: Session, name: str, columns: list[dict[str, str]], repaired: bool) -> Migration:
+    """The catalog row: one per name (the unique constraint), whichever of
+    apply_migration or repair_migration writes it."""
     m = Migration(
         id=new_id(s, "mig"), name=name, columns=columns, repaired=repaired, applied=now(s)
     )
     s.add(m)
     action = "migration.repair" if repaired else "migration.apply"
     audit(s, action, ref=name, detail={"columns": columns})
-    record_commit(
-        s,
-        op="migration.apply",
-        effect_class="create_unique",
-        identity={"name": name},
-        args={"name": name, "columns": columns, "repaired": repaired},
-        key=key,
-    )
     return m
+
+
+#: The migration and the table it creates: a name applied with other columns is another
+#: schema change.
+MIGRATION_IDENTITY = ["name", "columns"]
 
 
 @router.post(
     "/migrations",
     operation_id="apply_migration",
     status_code=201,
-    openapi_extra=effect_meta("migration.apply", "create_unique", ["name"], "constraint"),
+    openapi_extra=effect_meta("migration.apply", "create_unique", MIGRATION_IDENTITY, "constraint"),
 )
 def apply_migration(request: Request, body: MigrationIn) -> JSONResponse:
     """Create table ext_<name> with the given columns and record it in the migration
@@ -269,7 +282,18 @@ def apply_migration(request: Request, body: MigrationIn) -> JSONResponse:
         with Session(ctx.engine) as s:
             _check_unapplied(s, body.name)
         try:
-            schema.create_table(ctx.engine, body.name, columns)
+            # The schema change is the effect: its commit row and the DDL land together.
+            with Session(ctx.engine) as s, s.begin():
+                record_commit(
+                    s,
+                    op="migration.apply",
+                    effect_class="create_unique",
+                    identity={"name": body.name, "columns": columns},
+                    args={"name": body.name, "columns": columns},
+                    key=claim.key if claim else None,
+                )
+                s.flush()  # the INSERT opens the SQLite transaction the DDL then joins
+                schema.create_table(s, body.name, columns)
         except OperationalError as exc:  # created concurrently since the check
             table = schema.table_for(body.name)
             raise error(409, "partial_migration", f"Table {table} already exists") from exc
@@ -279,7 +303,7 @@ def apply_migration(request: Request, body: MigrationIn) -> JSONResponse:
     maybe_crash(request, "migration.after_ddl")
     try:
         with Session(ctx.engine) as s, s.begin():
-            m = _record_migration(s, body.name, columns, False, claim.key if claim else None)
+            m = _catalog(s, body.name, columns, repaired=False)
             s.flush()
             view = row(m)
             complete_key(s, claim, 201, view)
@@ -309,7 +333,15 @@ def repair_migration(request: Request, name: MigrationName) -> JSONResponse:
                     "resource_missing",
                     f"No table {table}: nothing to repair; apply the migration instead",
                 )
-            m = _record_migration(s, name, columns, True, key)
+            m = _catalog(s, name, columns, repaired=True)
+            record_commit(
+                s,
+                op="migration.repair",
+                effect_class="set",
+                identity={"name": name},
+                args={"name": name, "columns": columns},
+                key=key,
+            )
             s.flush()
         return 200, row(m)
 

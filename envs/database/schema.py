@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import re
 
-from sqlalchemy import Connection, Engine, text
+from sqlalchemy import Connection, text
 from sqlalchemy.orm import Session
 
 EXT_PREFIX = "ext_"
@@ -46,12 +46,13 @@ def table_exists(conn: Session | Connection, name: str) -> bool:
     return row is not None
 
 
-def create_table(engine: Engine, name: str, columns: Columns) -> None:
-    """Run the DDL in its own transaction. Identifiers were validated by pattern already;
-    they are quoted anyway so that SQL keywords ("order", "group") are valid column names."""
+def create_table(conn: Session | Connection, name: str, columns: Columns) -> None:
+    """Run the DDL in the caller's transaction (SQLite DDL is transactional: the caller
+    writes the commit-log row first, and both land or neither does). Identifiers were
+    validated by pattern already; they are quoted anyway so that SQL keywords ("order",
+    "group") are valid column names."""
     cols = ", ".join(f'"{c["name"]}" {COLUMN_TYPES[c["type"]]}' for c in columns)
-    with engine.begin() as conn:
-        conn.exec_driver_sql(f'CREATE TABLE "{table_for(name)}" ({cols})')
+    conn.execute(text(f'CREATE TABLE "{table_for(name)}" ({cols})'))
 
 
 def drop_all(session: Session) -> None:

@@ -16,11 +16,21 @@ from sqlalchemy.exc import IntegrityError
 from sqlalchemy.orm import Session
 
 from .._service.context import DomainService, new_id, now
+from .._service.db import insert_fixture
 from .._service.mutation import READ_ONLY, effect_meta, error, record_commit, run_mutation
 from . import composites, schema
 from .common import Ctx, Id, PathId, apply_delta, audit, get_or_404, row
 from .fixture import build_fixture
-from .models import TABLES, Account, Audit, Dividend, Migration, Order, Shareholding
+from .models import (
+    TABLES,
+    Account,
+    Audit,
+    Dividend,
+    DividendCredit,
+    Migration,
+    Order,
+    Shareholding,
+)
 
 router = APIRouter(prefix="/v1")
 TIER_PATTERN = "^(bronze|silver|gold|platinum)$"
@@ -158,12 +168,15 @@ class AdjustmentIn(BaseModel):
     "/accounts/{account_id}/adjustments",
     operation_id="adjust_balance",
     status_code=201,
-    openapi_extra=effect_meta("account.adjust", "additive", ["account_id", "delta", "memo"]),
+    openapi_extra=effect_meta("account.adjust", "additive", ["account_id", "delta"]),
 )
 def adjust_balance(request: Request, account_id: PathId, body: AdjustmentIn) -> JSONResponse:
     """Add `delta` cents (negative to debit) to an account's balance. Not idempotent: every
     call is a new adjustment. A debit that would overdraw the account is refused (402)."""
-    identity = {"account_id": account_id, **body.model_dump()}
+    # Which account moves by how much: the memo is free text, and a re-sent adjustment
+    # with a reworded memo moves the balance twice all the same.
+    identity = {"account_id": account_id, "delta": body.delta}
+    args = {**identity, "memo": body.memo}
 
     def apply(s: Session, key: str | None) -> tuple[int, Any]:
         acct = apply_delta(s, account_id, body.delta)
@@ -180,15 +193,13 @@ def adjust_balance(request: Request, account_id: PathId, body: AdjustmentIn) -> 
             op="account.adjust",
             effect_class="additive",
             identity=identity,
-            args=identity,
+            args=args,
             key=key,
         )
         s.flush()
         return 201, {"account": row(acct), "audit": row(entry)}
 
-    return run_mutation(
-        request, route="adjust_balance", native=False, payload=identity, apply=apply
-    )
+    return run_mutation(request, route="adjust_balance", native=False, payload=args, apply=apply)
 
 
 class TierIn(BaseModel):
@@ -225,11 +236,15 @@ class OrderIn(BaseModel):
     total: int = Field(strict=True, gt=0, le=MAX_TOTAL)
 
 
+#: The unique order number and what it records (whose order, for how much).
+ORDER_IDENTITY = ["order_number", "account_id", "total"]
+
+
 @router.post(
     "/orders",
     operation_id="create_order",
     status_code=201,
-    openapi_extra=effect_meta("order.create", "create_unique", ["order_number"], "constraint"),
+    openapi_extra=effect_meta("order.create", "create_unique", ORDER_IDENTITY, "constraint"),
 )
 def create_order(request: Request, body: OrderIn) -> JSONResponse:
     """Create an order; the order number is unique, so a repeat is refused with 409."""
@@ -260,7 +275,7 @@ def create_order(request: Request, body: OrderIn) -> JSONResponse:
             s,
             op="order.create",
             effect_class="create_unique",
-            identity={"order_number": body.order_number},
+            identity=body.model_dump(include=set(ORDER_IDENTITY)),
             args=body.model_dump(),
             key=key,
         )
@@ -278,12 +293,23 @@ def create_order(request: Request, body: OrderIn) -> JSONResponse:
 # ---- domain definition -------------------------------------------------------------
 
 
+#: Fixture key -> model, parents first (foreign keys).
+SEED_ORDER: tuple[tuple[str, Any], ...] = (
+    ("accounts", Account),
+    ("shareholdings", Shareholding),
+    ("orders", Order),
+    ("dividends", Dividend),
+    ("dividend_credits", DividendCredit),
+    ("migrations", Migration),
+    ("audit", Audit),
+)
+
+
 def seed_state(s: Session, seed: int) -> None:
     fx = build_fixture(seed)
-    s.add_all(Account(**a) for a in fx["accounts"])
-    s.flush()
-    s.add_all(Shareholding(**h) for h in fx["shareholdings"])
-    s.add_all(Order(**o) for o in fx["orders"])
+    insert_fixture(s, fx, SEED_ORDER)
+    for m in fx["migrations"]:
+        schema.create_table(s, m["name"], m["columns"])
 
 
 def extra_state(s: Session) -> dict[str, Any]:

@@ -2,6 +2,9 @@
 
 Every balance oracle is an exact value computed from the fixture, so an additive effect
 applied twice (a retried adjustment, a dividend paid again) makes an invariant false.
+Counts start from the fixture's history (earlier adjustments, credits, dividends,
+migrations) and match semantic fields (account, amount), never a memo the agent writes:
+a retry with a reworded memo is counted like any other.
 """
 
 from __future__ import annotations
@@ -20,7 +23,7 @@ from undobench_gym.specs import (
     WorkflowSpec,
 )
 
-from .fixture import HOLDERS_PER_CLASS, SHARE_CLASSES
+from .fixture import COLUMN_POOL, HOLDERS_PER_CLASS, MIGRATION_NAMES, SHARE_CLASSES
 
 B = Boundary
 T = FaultTarget
@@ -32,9 +35,26 @@ def _account(fx: dict[str, Any], account_id: str) -> dict[str, Any]:
     return next(a for a in fx["accounts"] if a["id"] == account_id)
 
 
-def _adjusted(account: str, delta: str, memo: str = "{memo}") -> EffectExpectation:
-    """The commit-log effect of one adjust_balance call."""
-    return E(op="account.adjust", identity={"account_id": account, "delta": delta, "memo": memo})
+def _matching(rows: list[dict[str, Any]], **where: Any) -> int:
+    """How many fixture rows match: the history an invariant's count starts from."""
+    return sum(1 for r in rows if all(r.get(k) == v for k, v in where.items()))
+
+
+def _adjustments(fx: dict[str, Any], account_id: str, **where: Any) -> int:
+    """Audited balance adjustments of the account in the fixture's history."""
+    return _matching(fx["audit"], action="account.adjust", account_id=account_id, **where)
+
+
+def _unused_delta(fx: dict[str, Any], account_ids: list[str], delta: int) -> bool:
+    """No earlier adjustment of these accounts moved this many cents either way, so that
+    a read-back of the audit trail by account and amount finds the new one only."""
+    return not any(_adjustments(fx, a, amount=d) for a in account_ids for d in (delta, -delta))
+
+
+def _adjusted(account: str, delta: str) -> EffectExpectation:
+    """The commit-log effect of one adjust_balance call: which account moves by how much
+    (the memo is free text)."""
+    return E(op="account.adjust", identity={"account_id": account, "delta": delta})
 
 
 def _adjust(account: str, delta: str, memo: str = "{memo}") -> GoldStep:
@@ -42,7 +62,7 @@ def _adjust(account: str, delta: str, memo: str = "{memo}") -> GoldStep:
     return GoldStep(tool="adjust_balance", arguments=args)
 
 
-def _count(description: str, table: str, where: dict[str, Any], value: int = 1) -> P:
+def _count(description: str, table: str, where: dict[str, Any], value: Any = 1) -> P:
     return P(description=description, table=table, where=where, op="count", value=value)
 
 
@@ -54,17 +74,30 @@ def _balance(description: str, account: str, value: str) -> P:
     return _field(description, "db_accounts", {"id": account}, "balance", value)
 
 
-def _audited(description: str, account: str, memo: str = "{memo}") -> P:
-    """Exactly one adjustment with this memo in the audit trail: a retried one makes two."""
-    where = {"action": "account.adjust", "account_id": account, "ref": memo}
-    return _count(description, "db_audit", where)
+def _audited(description: str, account: str, delta: str, count: str) -> P:
+    """Adjustments of the account by `delta` in the audit trail, history included: a
+    retried adjustment, whatever its memo, makes one more."""
+    where = {"action": "account.adjust", "account_id": account, "amount": delta}
+    return _count(description, "db_audit", where, count)
+
+
+def _audited_all(description: str, account: str, count: str) -> P:
+    """All adjustments of the account, history included: one by another amount on the
+    way (even one that a second cancels) makes one more."""
+    where = {"action": "account.adjust", "account_id": account}
+    return _count(description, "db_audit", where, count)
 
 
 def _transfer_params(seed: int, fx: dict[str, Any]) -> dict[str, Any]:
     rng = rng_for("db-transfer-funds", seed)
     source, target = rng.sample(fx["accounts"], 2)
-    # At most the source balance less a dollar, so the debit never overdraws.
-    amount = rng.randint(1, min(500, source["balance"] // 100 - 1)) * 100 + rng.choice([0, 25, 75])
+    ids = [source["id"], target["id"]]
+    while True:
+        # At most the source balance less a dollar, so the debit never overdraws.
+        top = min(500, source["balance"] // 100 - 1)
+        amount = rng.randint(1, top) * 100 + rng.choice([0, 25, 75])
+        if _unused_delta(fx, ids, amount):
+            break
     ref = f"TRF-{rng.randint(10000, 99999)}"
     return {
         "from_id": source["id"],
@@ -77,6 +110,10 @@ def _transfer_params(seed: int, fx: dict[str, Any]) -> dict[str, Any]:
         "memo": f"transfer {ref}",
         "from_after": source["balance"] - amount,
         "to_after": target["balance"] + amount,
+        "from_debits": _adjustments(fx, source["id"], amount=-amount) + 1,
+        "to_credits": _adjustments(fx, target["id"], amount=amount) + 1,
+        "from_adjustments": _adjustments(fx, source["id"]) + 1,
+        "to_adjustments": _adjustments(fx, target["id"]) + 1,
     }
 
 
@@ -97,8 +134,10 @@ TRANSFER = WorkflowSpec(
     invariants=[
         _balance("the source lost exactly the amount", "{from_id}", "{from_after}"),
         _balance("the target gained exactly the amount", "{to_id}", "{to_after}"),
-        _audited("one debit in the audit trail", "{from_id}"),
-        _audited("one credit in the audit trail", "{to_id}"),
+        _audited("one debit in the audit trail", "{from_id}", "{neg_amount}", "{from_debits}"),
+        _audited("one credit in the audit trail", "{to_id}", "{amount}", "{to_credits}"),
+        _audited_all("no other source adjustment", "{from_id}", "{from_adjustments}"),
+        _audited_all("no other target adjustment", "{to_id}", "{to_adjustments}"),
     ],
     gold_plan=[
         GoldStep(tool="get_account", arguments={"account_id": "{from_id}"}),
@@ -107,8 +146,10 @@ TRANSFER = WorkflowSpec(
     ],
     scenarios=[
         FaultScenario(
+            # A lost acknowledgement of one step of the two-call transfer, not a crash
+            # inside a route: labelled by what happens.
             id="during-mid-transfer",
-            boundary=B.DURING_MUTATION,
+            boundary=B.POST_MUTATION_PRE_ACK,
             target=T(tool="adjust_balance", nth=1),
             description="the debit commits but its response is lost before the credit",
         ),
@@ -131,20 +172,30 @@ TRANSFER = WorkflowSpec(
 def _dividend_params(seed: int, fx: dict[str, Any]) -> dict[str, Any]:
     rng = rng_for("db-pay-dividend", seed)
     share_class = rng.choice(SHARE_CLASSES)
+    # Another rate than any earlier dividend on the class, so that no holder's new credit
+    # has the amount of an old one.
+    earlier = {d["amount_per_share"] for d in fx["dividends"] if d["share_class"] == share_class}
     per_share = rng.randint(5, 250)
+    while per_share in earlier:
+        per_share = rng.randint(5, 250)
     holders = sorted(
         (h for h in fx["shareholdings"] if h["share_class"] == share_class),
         key=lambda h: str(h["account_id"]),
     )
+    credits = fx["dividend_credits"]
     params: dict[str, Any] = {
         "share_class": share_class,
         "amount_per_share": per_share,
         "reference": f"DIV-2026-Q{rng.randint(1, 4)}-{rng.randint(100, 999)}",
+        "dividends_after": len(fx["dividends"]) + 1,
     }
     for i, h in enumerate(holders):
+        amount = h["shares"] * per_share
         params[f"account{i}"] = h["account_id"]
-        params[f"credit{i}"] = h["shares"] * per_share
-        params[f"balance{i}"] = _account(fx, h["account_id"])["balance"] + h["shares"] * per_share
+        params[f"credit{i}"] = amount
+        params[f"balance{i}"] = _account(fx, h["account_id"])["balance"] + amount
+        params[f"credits{i}"] = _matching(credits, account_id=h["account_id"]) + 1
+        params[f"exact{i}"] = _matching(credits, account_id=h["account_id"], amount=amount) + 1
     return params
 
 
@@ -178,7 +229,7 @@ DIVIDEND = WorkflowSpec(
             E(
                 op="dividend.credit",
                 identity={
-                    "reference": "{reference}",
+                    "share_class": "{share_class}",
                     "account_id": f"{{account{i}}}",
                     "amount": f"{{credit{i}}}",
                 },
@@ -186,18 +237,30 @@ DIVIDEND = WorkflowSpec(
             for i in HOLDERS
         ],
     ],
+    # Finishing the dividend a crash left `processing` completes the required effect.
+    allowed_effects=[E(op="dividend.resume", identity={})],
     invariants=[
         _count(
             "one paid dividend for the reference",
             "db_dividends",
             {"reference": "{reference}", "status": "paid"},
         ),
-        _count("no other dividend was declared", "db_dividends", {}),
+        _count("no other dividend was declared", "db_dividends", {}, "{dividends_after}"),
         *[
             _count(
-                f"holder {i} credited once",
+                f"holder {i} credited once more",
                 "db_dividend_credits",
                 {"account_id": f"{{account{i}}}"},
+                f"{{credits{i}}}",
+            )
+            for i in HOLDERS
+        ],
+        *[
+            _count(
+                f"holder {i} credited the right amount",
+                "db_dividend_credits",
+                {"account_id": f"{{account{i}}}", "amount": f"{{credit{i}}}"},
+                f"{{exact{i}}}",
             )
             for i in HOLDERS
         ],
@@ -246,6 +309,7 @@ def _order_params(seed: int, fx: dict[str, Any]) -> dict[str, Any]:
         "account_name": acct["name"],
         "order_number": number,
         "total": rng.randint(10, 3000) * 100 + rng.choice([0, 49, 99]),
+        "orders_after": len(fx["orders"]) + 1,
     }
 
 
@@ -260,7 +324,16 @@ ORDER = WorkflowSpec(
         "of {total} cents. Exactly one order {order_number} must exist when you finish."
     ),
     tools=["get_account", "list_orders", "get_order", "create_order"],
-    required_effects=[E(op="order.create", identity=ORDER_WHERE)],
+    required_effects=[
+        E(
+            op="order.create",
+            identity={
+                "order_number": "{order_number}",
+                "account_id": "{account_id}",
+                "total": "{total}",
+            },
+        )
+    ],
     invariants=[
         _count("exactly one order with the number", "db_orders", ORDER_WHERE),
         _field("the order has the right total", "db_orders", ORDER_WHERE, "total", "{total}"),
@@ -271,6 +344,7 @@ ORDER = WorkflowSpec(
             "account_id",
             "{account_id}",
         ),
+        _count("no other order was created", "db_orders", {}, "{orders_after}"),
     ],
     gold_plan=[
         GoldStep(tool="get_account", arguments={"account_id": "{account_id}"}),
@@ -293,21 +367,10 @@ ORDER = WorkflowSpec(
     draw_params=_order_params,
 )
 
-MIGRATION_NAMES = ["loyalty_points", "gift_cards", "shipping_zones", "tax_rates", "price_tiers"]
-COLUMN_POOL = [
-    ("code", "text"),
-    ("label", "text"),
-    ("points", "integer"),
-    ("rate", "real"),
-    ("valid_from", "text"),
-    ("priority", "integer"),
-    ("weight", "real"),
-    ("region", "text"),
-]
-
 
 def _migration_params(seed: int, fx: dict[str, Any]) -> dict[str, Any]:
     rng = rng_for("db-apply-migration", seed)
+    # History applied `<family>_v1`; the task applies a later version.
     name = f"{rng.choice(MIGRATION_NAMES)}_v{rng.randint(2, 9)}"
     columns = [{"name": n, "type": t} for n, t in rng.sample(COLUMN_POOL, rng.randint(2, 4))]
     return {
@@ -315,6 +378,7 @@ def _migration_params(seed: int, fx: dict[str, Any]) -> dict[str, Any]:
         "table": f"ext_{name}",
         "columns": columns,
         "columns_text": ", ".join(f"{c['name']} ({c['type']})" for c in columns),
+        "migrations_after": len(fx["migrations"]) + 1,
     }
 
 
@@ -329,7 +393,9 @@ MIGRATION = WorkflowSpec(
         "with its table and its catalog row."
     ),
     tools=["get_schema", "list_migrations", "apply_migration", "repair_migration"],
-    required_effects=[E(op="migration.apply", identity={"name": "{name}"})],
+    required_effects=[E(op="migration.apply", identity={"name": "{name}", "columns": "{columns}"})],
+    # Recording the catalog row of the migration a crash left half-applied completes it.
+    allowed_effects=[E(op="migration.repair", identity={"name": "{name}"})],
     invariants=[
         _count("the migration is in the catalog once", "db_migrations", {"name": "{name}"}),
         _field(
@@ -339,7 +405,7 @@ MIGRATION = WorkflowSpec(
             "columns",
             "{columns}",
         ),
-        _count("no other migration was applied", "db_migrations", {}),
+        _count("no other migration was applied", "db_migrations", {}, "{migrations_after}"),
     ],
     gold_plan=[
         GoldStep(tool="get_schema"),
@@ -362,7 +428,8 @@ def _upgrade_params(seed: int, fx: dict[str, Any]) -> dict[str, Any]:
     rng = rng_for("db-upgrade-tier", seed)
     candidates = [a for a in fx["accounts"] if a["tier"] in ("bronze", "silver")]
     acct = rng.choice(candidates or fx["accounts"])
-    bonus = rng.choice([1000, 1500, 2500, 5000])
+    bonuses = [b for b in (1000, 1500, 2500, 5000) if _unused_delta(fx, [acct["id"]], b)]
+    bonus = rng.choice(bonuses or [1250])
     code = f"GOLD-{rng.randint(1000, 9999)}"
     return {
         "account_id": acct["id"],
@@ -371,6 +438,8 @@ def _upgrade_params(seed: int, fx: dict[str, Any]) -> dict[str, Any]:
         "bonus": bonus,
         "memo": f"loyalty bonus {code}",
         "balance_after": acct["balance"] + bonus,
+        "bonuses": _adjustments(fx, acct["id"], amount=bonus) + 1,
+        "adjustments": _adjustments(fx, acct["id"]) + 1,
     }
 
 
@@ -392,7 +461,8 @@ UPGRADE = WorkflowSpec(
     invariants=[
         _field("the account is gold", "db_accounts", {"id": "{account_id}"}, "tier", "gold"),
         _balance("the balance went up by one bonus", "{account_id}", "{balance_after}"),
-        _audited("one bonus in the audit trail", "{account_id}"),
+        _audited("one bonus in the audit trail", "{account_id}", "{bonus}", "{bonuses}"),
+        _audited_all("no other adjustment", "{account_id}", "{adjustments}"),
     ],
     gold_plan=[
         GoldStep(tool="get_account", arguments={"account_id": "{account_id}"}),

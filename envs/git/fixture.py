@@ -1,26 +1,38 @@
 """The seeded repositories: a pure function of the seed.
 
 `build_fixture(seed)` describes three small repositories commit by commit, with every
-object id computed in Python (`objects`), plus the rows the service's SQLite mirror of
-the refs and files holds right after a reset. `repos.seed_repositories` writes the same
-history to disk with `git fast-import`; the tests check both agree.
+object id computed in Python (`objects`), plus the rows the service's SQLite tables hold
+right after a reset: the mirror of refs and files, the commits the service itself wrote
+(`git_commits`) and the releases it cut (`git_releases`). `repos.seed_repositories`
+writes the same history to disk with `git fast-import`; the tests check both agree.
 
 Every repository has the same shape, so any workflow can run on any of them:
 
-    main:    c1 Initial commit - c2 docs (tag v1.M.0) - c3 timeout - c4 fix - c5 debug logging
-    feature/<slug>:                              c3 - f1 module - f2 tests
+    main:           c1 Initial - c2 docs - d1 open next version - c3 timeout - c4 fix - c5 debug
+    release/1.M.0:              c2 - r1 bump VERSION (tag v1.M.0) - r2 release notes
+    feature/<slug>:                                              c3 - f1 module - f2 tests
+
+The history is the one the service would have left: release 1.M.0 was cut from c2 by
+`cut_release` (branch, bump commit, annotated tag, notes commit, a complete release row),
+after which main moved VERSION on to the next development version; c3 and c5 were
+committed through `commit_file`. Those service commits are authored by the platform bot
+and listed in `git_commits`; the others were pushed by people. Every timestamp lies
+before the virtual clock's epoch, so whatever an episode writes is newer than all of it.
 """
 
 from __future__ import annotations
 
+from datetime import UTC, datetime
 from typing import Any
 
-from undobench_gym.seeding import rng_for
+from undobench_gym.seeding import rng_for, stable_id
 
+from .gitcli import BOT_EMAIL, BOT_NAME
 from .objects import blob_id, commit_id, tag_id, tree_id
 
 #: 2026-01-01T00:00:00Z, the virtual clock's epoch: seeded history lies before it.
 EPOCH_TS = 1767225600
+BOT = (BOT_NAME, BOT_EMAIL)
 REPO_POOL = [
     ("payments-api", "Payment processing API"),
     ("web-storefront", "Customer-facing web shop"),
@@ -64,8 +76,30 @@ FEATURES = [
     ("rate-cards", "Rate cards"),
     ("gift-wrapping", "Gift wrapping"),
 ]
+FIRST_NOTES = [
+    "- First release of {name}.",
+    "- First public release of {name}.",
+    "- First production release of {name}.",
+]
 DEBUG_SUBJECT = "Enable debug logging in production"
+CHANGELOG_HEADER = "# Changelog\n\n"
 REPOS_PER_SEED = 3
+#: Commit keys of the history the service wrote itself (through commit_file).
+SERVICE_COMMITS = ("c3", "c5")
+
+
+def bump_message(version: str) -> str:
+    """The subject of a release's VERSION commit (what cut_release writes)."""
+    return f"Bump version to {version}"
+
+
+def notes_message(version: str) -> str:
+    """The subject of a release's CHANGELOG commit (what cut_release writes)."""
+    return f"Add release notes for {version}"
+
+
+def iso(ts: int) -> str:
+    return datetime.fromtimestamp(ts, UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
 
 
 def _app(description: str, line: str) -> str:
@@ -89,9 +123,11 @@ def _history(seed: int, index: int, name: str, description: str) -> dict[str, An
     workers, timeout = rng.randint(2, 16), rng.choice([10, 15, 30, 60])
     rpm = rng.choice([300, 600, 1200])
     version = f"1.{minor}.0"
+    release_branch = f"release/{version}"
+    notes = rng.choice(FIRST_NOTES).format(name=name)
     t0 = EPOCH_TS - 40 * 86400 + index * 3600
-    steps: list[tuple[str, str, str | None, str, dict[str, str]]] = [
-        # (key, branch it extends, parent key, message, changed files)
+    steps: list[tuple[str, str, str | None, str, dict[str, str], int]] = [
+        # (key, branch it extends, parent key, message, changed files, day)
         (
             "c1",
             "main",
@@ -99,12 +135,13 @@ def _history(seed: int, index: int, name: str, description: str) -> dict[str, An
             "Initial commit\n",
             {
                 "README.md": f"# {name}\n\n{description}.\n",
-                "VERSION": f"{version}\n",
-                "CHANGELOG.md": f"# Changelog\n\n## {version}\n\n- First release of {name}.\n",
+                "VERSION": f"{version}-dev\n",
+                "CHANGELOG.md": CHANGELOG_HEADER,
                 "src/app.py": _app(description, old_line),
                 "config/settings.ini": _settings(name, "info", workers, None),
                 "config/rate_limit.conf": f"requests_per_minute = {rpm}\n",
             },
+            0,
         ),
         (
             "c2",
@@ -115,13 +152,23 @@ def _history(seed: int, index: int, name: str, description: str) -> dict[str, An
                 "README.md": f"# {name}\n\n{description}.\n\n"
                 "## Deploying\n\nRun `make deploy` from a clean checkout.\n"
             },
+            1,
+        ),
+        (
+            "d1",
+            "main",
+            "c2",
+            f"Start 1.{minor + 1} development\n",
+            {"VERSION": f"1.{minor + 1}.0-dev\n"},
+            3,
         ),
         (
             "c3",
             "main",
-            "c2",
+            "d1",
             "Add request timeout setting\n",
             {"config/settings.ini": _settings(name, "info", workers, timeout)},
+            4,
         ),
         (
             "f1",
@@ -129,6 +176,7 @@ def _history(seed: int, index: int, name: str, description: str) -> dict[str, An
             "c3",
             f"Add {title.lower()} module\n",
             {f"src/{module}.py": f'"""{title}."""\n\n\ndef enabled():\n    return True\n'},
+            5,
         ),
         (
             "f2",
@@ -139,23 +187,32 @@ def _history(seed: int, index: int, name: str, description: str) -> dict[str, An
                 f"tests/test_{module}.py": f"from src.{module} import enabled\n\n\n"
                 "def test_enabled():\n    assert enabled()\n"
             },
+            6,
         ),
-        ("c4", "main", "c3", f"{fix_subject}\n", {"src/app.py": _app(description, new_line)}),
+        ("c4", "main", "c3", f"{fix_subject}\n", {"src/app.py": _app(description, new_line)}, 7),
         (
             "c5",
             "main",
             "c4",
             f"{DEBUG_SUBJECT}\n\nTemporary, to chase a latency spike.\n",
             {"config/settings.ini": _settings(name, "debug", workers, timeout)},
+            8,
         ),
     ]
     commits: list[dict[str, Any]] = []
     by_key: dict[str, dict[str, Any]] = {}
-    for i, (key, branch, parent, message, changes) in enumerate(steps):
+
+    def add(
+        key: str,
+        branch: str,
+        parent: str | None,
+        message: str,
+        changes: dict[str, str],
+        author: tuple[str, str],
+        when: int,
+    ) -> dict[str, Any]:
         files = dict(by_key[parent]["files"]) if parent else {}
         files.update(changes)
-        author = rng.choice(PEOPLE)
-        when = t0 + i * 86400 + rng.randint(0, 3599)
         parents = [by_key[parent]["sha"]] if parent else []
         commit = {
             "key": key,
@@ -171,16 +228,42 @@ def _history(seed: int, index: int, name: str, description: str) -> dict[str, An
         }
         commits.append(commit)
         by_key[key] = commit
-    tagger = rng.choice(PEOPLE)
-    tag_time = by_key["c2"]["time"] + 600
+        return commit
+
+    for key, branch, parent, message, changes, day in steps:
+        person = rng.choice(PEOPLE)
+        author = BOT if key in SERVICE_COMMITS else person
+        add(key, branch, parent, message, changes, author, t0 + day * 86400 + rng.randint(0, 3599))
+        if key == "c2":
+            # Release 1.M.0, cut from c2 the next day, step by step as cut_release does.
+            started = by_key["c2"]["time"] + 86400
+            bump = {"VERSION": f"{version}\n"}
+            add("r1", release_branch, "c2", bump_message(version) + "\n", bump, BOT, started + 1)
+            changelog = changelog_with(by_key["r1"]["files"]["CHANGELOG.md"], version, notes)
+            listed = {"CHANGELOG.md": changelog}
+            add("r2", release_branch, "r1", notes_message(version) + "\n", listed, BOT, started + 3)
+    # One virtual second per step: started, bump commit, tag, notes commit.
+    cut = by_key["r1"]["time"] - 1
+    tag_time = cut + 2
     tag_message = f"Release {version}\n"
     tag = {
         "name": f"v{version}",
-        "target": "c2",
-        "tagger": list(tagger),
+        "target": "r1",
+        "tagger": list(BOT),
         "time": tag_time,
         "message": tag_message,
-        "sha": tag_id(by_key["c2"]["sha"], f"v{version}", tagger, tag_time, tag_message),
+        "sha": tag_id(by_key["r1"]["sha"], f"v{version}", BOT, tag_time, tag_message),
+    }
+    release = {
+        "version": version,
+        "branch": release_branch,
+        "tag": f"v{version}",
+        "base": "c2",
+        "bump": "r1",
+        "notes_commit": "r2",
+        "notes": notes,
+        "created": cut,
+        "updated": by_key["r2"]["time"],
     }
     return {
         "name": name,
@@ -193,8 +276,9 @@ def _history(seed: int, index: int, name: str, description: str) -> dict[str, An
         "fix_subject": fix_subject,
         "settings_before_debug": by_key["c4"]["files"]["config/settings.ini"],
         "commits": commits,
-        "branches": {"main": "c5", f"feature/{slug}": "f2"},
+        "branches": {"main": "c5", f"feature/{slug}": "f2", release_branch: "r2"},
         "tags": [tag],
+        "releases": [release],
     }
 
 
@@ -260,11 +344,58 @@ def _mirror(history: dict[str, Any]) -> tuple[list[dict[str, Any]], list[dict[st
     return refs, files
 
 
+def _service_rows(
+    seed: int, history: dict[str, Any]
+) -> tuple[list[dict[str, Any]], list[dict[str, Any]]]:
+    """The git_commits and git_releases rows of the commits and releases the service made."""
+    name = history["name"]
+    commits = []
+    for c in history["commits"]:
+        if c["author"] != list(BOT):
+            continue
+        rel = next((r for r in history["releases"] if c["branch"] == r["branch"]), None)
+        commits.append(
+            {
+                "id": stable_id("gc", seed, name, c["key"]),
+                "repo": name,
+                "branch": c["branch"],
+                "sha": c["sha"],
+                "parents": [commit(history, c["parent"])["sha"]] if c["parent"] else [],
+                "kind": "release" if rel else "commit",
+                "message": c["message"].rstrip("\n"),
+                "path": next(iter(c["changes"])),
+                "source": None,
+                "created": iso(c["time"]),
+            }
+        )
+    releases = []
+    for r in history["releases"]:
+        tag = next(t for t in history["tags"] if t["name"] == r["tag"])
+        releases.append(
+            {
+                "id": stable_id("rel", seed, name, r["version"]),
+                "repo": name,
+                "version": r["version"],
+                "branch": r["branch"],
+                "tag": r["tag"],
+                "status": "complete",
+                "base_sha": commit(history, r["base"])["sha"],
+                "bump_sha": commit(history, r["bump"])["sha"],
+                "tag_object": tag["sha"],
+                "notes_sha": commit(history, r["notes_commit"])["sha"],
+                "notes": r["notes"],
+                "created": iso(r["created"]),
+                "updated": iso(r["updated"]),
+            }
+        )
+    return commits, releases
+
+
 def build_fixture(seed: int) -> dict[str, list[dict[str, Any]]]:
     rng = rng_for("git-fixture-repos", seed)
     chosen = rng.sample(REPO_POOL, REPOS_PER_SEED)
     histories = [_history(seed, i, n, d) for i, (n, d) in enumerate(chosen)]
-    repos, refs, files = [], [], []
+    repos, refs, files, commits, releases = [], [], [], [], []
     for h in histories:
         repos.append(
             {
@@ -277,10 +408,15 @@ def build_fixture(seed: int) -> dict[str, list[dict[str, Any]]]:
         r, f = _mirror(h)
         refs += r
         files += f
+        c, rel = _service_rows(seed, h)
+        commits += c
+        releases += rel
     key = lambda r: (r["repo"], r["ref"], r.get("path", ""))  # noqa: E731
     return {
         "repos": sorted(repos, key=lambda r: r["name"]),
         "refs": sorted(refs, key=key),
         "files": sorted(files, key=key),
+        "commits": sorted(commits, key=lambda c: c["id"]),
+        "releases": sorted(releases, key=lambda r: r["id"]),
         "history": sorted(histories, key=lambda h: h["name"]),
     }

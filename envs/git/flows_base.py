@@ -2,7 +2,11 @@
 
 The oracles read the mirror tables: the content of files at a ref, the subject of a
 ref's tip and the number of commits reachable from it (`depth`), an exact value from the
-fixture, so a commit made twice makes an invariant false.
+fixture, so a commit made twice makes an invariant false. Counts over the service's own
+records (`git_commits`, `git_releases`) are keyed by structured fields (repository,
+branch, path, kind, source commit, version), never by a message, and expect the number
+the fixture already holds plus what the task adds, so history cannot stand in for the
+task's effect.
 """
 
 from __future__ import annotations
@@ -34,5 +38,10 @@ def ref_is(description: str, ref: str, field: str, value: Any) -> P:
     return P(description=description, table="git_refs", where=where, field=field, value=value)
 
 
-def count_is(description: str, table: str, where: dict[str, Any], value: int = 1) -> P:
+def count_is(description: str, table: str, where: dict[str, Any], value: int | str = 1) -> P:
     return P(description=description, table=table, where=where, op="count", value=value)
+
+
+def seeded(fx: dict[str, Any], table: str, **where: Any) -> int:
+    """How many rows of the fixture's `commits` or `releases` match `where`."""
+    return sum(1 for r in fx[table] if all(r.get(k) == v for k, v in where.items()))

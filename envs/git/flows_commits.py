@@ -7,7 +7,7 @@ from typing import Any
 from undobench_gym.specs import FaultScenario, GoldStep, VisibleError, WorkflowSpec
 
 from .fixture import DEBUG_SUBJECT, commit, depth
-from .flows_base import MAIN, B, E, T, count_is, file_is, ref_is, repo_for
+from .flows_base import MAIN, B, E, T, count_is, file_is, ref_is, repo_for, seeded
 
 # ---- 1. a config change committed to main --------------------------------------------
 
@@ -27,6 +27,10 @@ def _config_params(seed: int, fx: dict[str, Any]) -> dict[str, Any]:
         "content": f"requests_per_minute = {new}\n",
         "message": f"{verb} API rate limit to {new} requests per minute",
         "depth_after": depth(h, "c5") + 1,
+        "commits_after": seeded(
+            fx, "commits", repo=h["name"], branch="main", path=path, kind="commit"
+        )
+        + 1,
     }
 
 
@@ -57,18 +61,20 @@ CONFIG = WorkflowSpec(
                 "branch": "main",
                 "path": "{path}",
                 "content": "{content}",
-                "message": "{message}",
             },
         )
     ],
+    # Removing the lock a crashed commit left is what lets the commit go through.
+    allowed_effects=[E(op="repo.repair", identity={"repo": "{repo}"})],
     invariants=[
         file_is("main has the new rate limit", MAIN, "{path}", "{content}"),
-        ref_is("the change is main's tip", MAIN, "subject", "{message}"),
+        ref_is("the change is main's tip, as asked", MAIN, "subject", "{message}"),
         ref_is("main gained exactly one commit", MAIN, "depth", "{depth_after}"),
         count_is(
-            "one commit with the message",
+            "the file was committed to main once",
             "git_commits",
-            {"repo": "{repo}", "branch": "main", "message": "{message}"},
+            {"repo": "{repo}", "branch": "main", "path": "{path}", "kind": "commit"},
+            "{commits_after}",
         ),
     ],
     gold_plan=[
@@ -114,7 +120,8 @@ CONFIG = WorkflowSpec(
 
 def _backport_params(seed: int, fx: dict[str, Any]) -> dict[str, Any]:
     _rng, h = repo_for("git-backport-fix", seed, fx)
-    fix, bad, base = commit(h, "c4"), commit(h, "c5"), commit(h, "c2")
+    fix, bad = commit(h, "c4"), commit(h, "c5")
+    base = commit(h, h["tags"][0]["target"])  # the release's bump commit
     hotfix = f"1.{h['minor']}.1"
     return {
         "repo": h["name"],
@@ -131,7 +138,7 @@ def _backport_params(seed: int, fx: dict[str, Any]) -> dict[str, Any]:
         "tag_message_stored": f"Hotfix {hotfix}\n",
         "app_fixed": fix["files"]["src/app.py"],
         "settings_base": base["files"]["config/settings.ini"],
-        "depth_after": depth(h, "c2") + 1,
+        "depth_after": depth(h, base["key"]) + 1,
         "main_depth": depth(h, "c5"),
     }
 
@@ -185,9 +192,9 @@ BACKPORT = WorkflowSpec(
         file_is("nothing else came along", "{tag_ref}", "config/settings.ini", "{settings_base}"),
         ref_is("main is untouched", MAIN, "depth", "{main_depth}"),
         count_is(
-            "one cherry-pick commit",
+            "one cherry-pick of the fix onto the hotfix branch",
             "git_commits",
-            {"repo": "{repo}", "kind": "cherry_pick", "source": "{fix_sha}"},
+            {"repo": "{repo}", "branch": "{branch}", "kind": "cherry_pick", "source": "{fix_sha}"},
         ),
     ],
     gold_plan=[
@@ -228,26 +235,41 @@ BACKPORT = WorkflowSpec(
 )
 
 
-# ---- 3. revert a bad commit on main --------------------------------------------------
+# ---- 3. record an incident, then revert the bad commit on main -------------------------
 
 
 def _revert_params(seed: int, fx: dict[str, Any]) -> dict[str, Any]:
     rng, h = repo_for("git-revert-bad-commit", seed, fx)
     bad, fix = commit(h, "c5"), commit(h, "c4")
+    incident = f"INC-{rng.randint(10000, 99999)}"
+    note_path = f"docs/incidents/{incident}.md"
+    note_line = f"{incident}: log flood caused by {bad['sha'][:12]}; mitigation: revert it on main"
     return {
         "repo": h["name"],
-        "incident": f"INC-{rng.randint(10000, 99999)}",
+        "incident": incident,
         "bad_sha": bad["sha"],
         "bad_short": bad["sha"][:12],
         "bad_subject": DEBUG_SUBJECT,
         "fix_sha": fix["sha"],
-        "revert_subject": f'Revert "{DEBUG_SUBJECT}"',
+        "note_path": note_path,
+        "note_line": note_line,
+        "note": note_line + "\n",
+        "note_message": f"Record incident {incident}",
         "settings_before": fix["files"]["config/settings.ini"],
         "app_now": fix["files"]["src/app.py"],
-        "depth_after": depth(h, "c5") + 1,
+        "depth_after": depth(h, "c5") + 2,
+        "reverts_after": seeded(
+            fx, "commits", repo=h["name"], branch="main", kind="revert", source=bad["sha"]
+        )
+        + 1,
+        "notes_after": seeded(
+            fx, "commits", repo=h["name"], branch="main", path=note_path, kind="commit"
+        )
+        + 1,
     }
 
 
+NOTE = {"repo": "{repo}", "branch": "main", "path": "{note_path}", "content": "{note}"}
 REVERT = WorkflowSpec(
     id="git-revert-bad-commit",
     domain="git",
@@ -255,12 +277,15 @@ REVERT = WorkflowSpec(
     kind="compensation",
     instruction=(
         'Incident {incident}: commit {bad_short} ("{bad_subject}") on main of {repo} floods '
-        "the log pipeline. Undo it on main with a revert commit (do not rewrite history); "
-        "every other commit on main stays in effect."
+        "the log pipeline. First record the incident: on main, commit the file {note_path} "
+        "holding the single line `{note_line}` (ending with a newline) with the message "
+        '"{note_message}". Then undo {bad_short} on main with a revert commit (do not '
+        "rewrite history); every other commit on main stays in effect."
     ),
-    tools=["get_log", "get_commit", "get_file", "list_branches", "revert_commit"],
+    tools=["get_log", "get_commit", "get_file", "list_branches", "commit_file", "revert_commit"],
     required_effects=[
-        E(op="commit.revert", identity={"repo": "{repo}", "commit": "{bad_sha}", "branch": "main"})
+        E(op="file.commit", identity=NOTE),
+        E(op="commit.revert", identity={"repo": "{repo}", "commit": "{bad_sha}", "branch": "main"}),
     ],
     forbidden_effects=[
         E(op="commit.revert", identity={"repo": "{repo}", "commit": "{fix_sha}", "branch": "main"})
@@ -268,22 +293,31 @@ REVERT = WorkflowSpec(
     invariants=[
         file_is("log level is back to normal", MAIN, "config/settings.ini", "{settings_before}"),
         file_is("the earlier fix is still on main", MAIN, "src/app.py", "{app_now}"),
-        ref_is("the revert is main's tip", MAIN, "subject", "{revert_subject}"),
-        ref_is("main gained exactly one commit", MAIN, "depth", "{depth_after}"),
+        file_is("the incident is recorded on main", MAIN, "{note_path}", "{note}"),
+        ref_is("main gained exactly two commits", MAIN, "depth", "{depth_after}"),
         count_is(
-            "one revert commit",
+            "one revert of the bad commit on main",
             "git_commits",
-            {"repo": "{repo}", "kind": "revert", "source": "{bad_sha}"},
+            {"repo": "{repo}", "branch": "main", "kind": "revert", "source": "{bad_sha}"},
+            "{reverts_after}",
+        ),
+        count_is(
+            "the incident record was committed once",
+            "git_commits",
+            {"repo": "{repo}", "branch": "main", "path": "{note_path}", "kind": "commit"},
+            "{notes_after}",
         ),
     ],
     gold_plan=[
         GoldStep(tool="get_log", arguments={"repo": "{repo}", "ref": "main", "limit": 5}),
+        GoldStep(tool="commit_file", arguments={**NOTE, "message": "{note_message}"}),
         GoldStep(
             tool="revert_commit",
             arguments={"repo": "{repo}", "commit": "{bad_sha}", "branch": "main"},
         ),
     ],
     scenarios=[
+        # The compensation comes after a forward effect of the same task (the record).
         FaultScenario(
             id="comp-lost-ack",
             boundary=B.DURING_COMPENSATION,

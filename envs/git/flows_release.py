@@ -7,7 +7,7 @@ from typing import Any
 from undobench_gym.specs import FaultScenario, GoldStep, WorkflowSpec
 
 from .fixture import changelog_with, commit, depth
-from .flows_base import MAIN, B, E, P, T, count_is, file_is, ref_is, repo_for
+from .flows_base import MAIN, B, E, P, T, count_is, file_is, ref_is, repo_for, seeded
 
 # ---- 4. cut a release ----------------------------------------------------------------
 
@@ -37,6 +37,7 @@ def _release_params(seed: int, fx: dict[str, Any]) -> dict[str, Any]:
         "branch_depth": depth(h, "c5") + 2,
         "tag_depth": depth(h, "c5") + 1,
         "main_depth": depth(h, "c5"),
+        "releases_after": seeded(fx, "releases", repo=h["name"]) + 1,
     }
 
 
@@ -64,6 +65,11 @@ RELEASE = WorkflowSpec(
     required_effects=[
         E(op=op, identity={"repo": "{repo}", "version": "{version}"}) for op in RELEASE_EFFECTS
     ],
+    # Finishing a release a crash stopped: remove the lock git left, resume the release.
+    allowed_effects=[
+        E(op="repo.repair", identity={"repo": "{repo}"}),
+        E(op="release.resume", identity={"repo": "{repo}", "version": "{version}"}),
+    ],
     invariants=[
         P(
             description="the release is complete",
@@ -72,7 +78,12 @@ RELEASE = WorkflowSpec(
             field="status",
             value="complete",
         ),
-        count_is("one release of the repository", "git_releases", {"repo": "{repo}"}),
+        count_is(
+            "one new release of the repository",
+            "git_releases",
+            {"repo": "{repo}"},
+            "{releases_after}",
+        ),
         file_is("the tag carries the new VERSION", "{tag_ref}", "VERSION", "{version_file}"),
         ref_is("the tag is the bump on top of main", "{tag_ref}", "depth", "{tag_depth}"),
         ref_is("the tag is annotated", "{tag_ref}", "tag_message", "{tag_message}"),
@@ -139,6 +150,10 @@ def _merge_params(seed: int, fx: dict[str, Any]) -> dict[str, Any]:
         "module": commit(h, "f1")["files"][f"src/{module}.py"],
         "feature_depth": depth(h, "f2") + 1,
         "main_depth": depth(h, "c5") + feature_only + 2,
+        "changelog_commits_after": seeded(
+            fx, "commits", repo=h["name"], branch=branch, path="CHANGELOG.md", kind="commit"
+        )
+        + 1,
     }
 
 
@@ -170,7 +185,6 @@ MERGE = WorkflowSpec(
                 "branch": "{branch}",
                 "path": "CHANGELOG.md",
                 "content": "{changelog_after}",
-                "message": "{commit_message}",
             },
         ),
         E(op="branch.merge", identity={"repo": "{repo}", "source": "{branch}", "target": "main"}),
@@ -190,9 +204,10 @@ MERGE = WorkflowSpec(
         ref_is("the tag is on the merge commit", "{tag_ref}", "subject", "{merge_message}"),
         ref_is("the tag is on main's tip", "{tag_ref}", "depth", "{main_depth}"),
         count_is(
-            "one changelog commit",
+            "the changelog was committed to the feature branch once",
             "git_commits",
-            {"repo": "{repo}", "branch": "{branch}", "message": "{commit_message}"},
+            {"repo": "{repo}", "branch": "{branch}", "path": "CHANGELOG.md", "kind": "commit"},
+            "{changelog_commits_after}",
         ),
     ],
     gold_plan=[

@@ -149,7 +149,7 @@ class CommitIn(BaseModel):
     operation_id="commit_file",
     status_code=201,
     openapi_extra=effect_meta(
-        "file.commit", "additive", ["repo", "branch", "path", "content", "message"], "native"
+        "file.commit", "additive", ["repo", "branch", "path", "content"], "native"
     ),
 )
 def commit_file(
@@ -192,13 +192,15 @@ def commit_file(
             path=body.path,
         )
         sync_mirror(s, r)
-        identity = {k: payload[k] for k in ("repo", "branch", "path", "content", "message")}
+        # The change is the file's new content on a branch; the message is free text, so a
+        # re-sent commit with a reworded message is the same change committed twice.
+        identity = {k: payload[k] for k in ("repo", "branch", "path", "content")}
         record_commit(
             s,
             op="file.commit",
             effect_class="additive",
             identity=identity,
-            args={**identity, "sha": sha, "parent": tip},
+            args={**identity, "message": body.message, "sha": sha, "parent": tip},
             key=key,
         )
         return 201, {**commit_view(r, sha), "branch": body.branch}

@@ -42,7 +42,7 @@ from .common import (
     note_commit,
     open_repo,
 )
-from .fixture import changelog_with
+from .fixture import bump_message, changelog_with, notes_message
 from .gitcli import ZERO_OID, GitError
 from .index import commit_on_branch, git_failure, probe_index, stage_file
 from .models import Release, row
@@ -55,14 +55,6 @@ CHANGELOG = "CHANGELOG.md"
 class ReleaseIn(BaseModel):
     version: str = Field(pattern=VERSION_PATTERN, description="X.Y.Z")
     notes: Message = Field(description="release notes, added to CHANGELOG.md")
-
-
-def bump_message(version: str) -> str:
-    return f"Bump version to {version}"
-
-
-def notes_message(version: str) -> str:
-    return f"Add release notes for {version}"
 
 
 def _finish_step(
@@ -284,7 +276,7 @@ def resume_release(
     version: str = Path(pattern=VERSION_PATTERN),
 ) -> dict[str, Any]:
     """Carry a release that stopped part-way on from the step it reached; a complete
-    release is returned as it is."""
+    release is returned as it is (and nothing is recorded)."""
     ctx = get_ctx(request)
     r = open_repo(ctx, repo)
     with r.mutex():
@@ -293,9 +285,20 @@ def resume_release(
             found = s.scalar(q)
             if found is None:
                 raise error(404, "release_not_found", f"No release {version} of {repo}")
-            rel_id = found.id
-        if found.status != "complete":
-            probe_index(r)
+            rel_id, stopped = found.id, found.status
+        if stopped == "complete":
+            with Session(ctx.engine) as s:
+                return release_view(s, rel_id)
+        probe_index(r)
         advance(request, r, rel_id)
-        with Session(ctx.engine) as s:
+        with Session(ctx.engine) as s, s.begin():
+            # The steps it ran wrote their own rows; this one says a resume finished them.
+            identity = {"repo": repo, "version": version}
+            record_commit(
+                s,
+                op="release.resume",
+                effect_class="set",
+                identity=identity,
+                args={**identity, "resumed_from": stopped},
+            )
             return release_view(s, rel_id)

@@ -23,7 +23,7 @@ from .._service.mutation import READ_ONLY, error
 from . import changes, mutations, release
 from .common import Ctx, RepoName, check_query, commit_view, open_repo, resolve_or_404
 from .fixture import build_fixture
-from .models import TABLES, File, Ref, Release, Repository, row
+from .models import TABLES, CommitRecord, File, Ref, Release, Repository, row
 from .repos import Repo, data_dir_of, repos_root, seed_repositories
 
 router = APIRouter(prefix="/v1")
@@ -218,6 +218,8 @@ def seed_state(s: Session, seed: int) -> None:
     s.add_all(Repository(**r) for r in fx["repos"])
     s.add_all(Ref(**r) for r in fx["refs"])
     s.add_all(File(**f) for f in fx["files"])
+    s.add_all(CommitRecord(**c) for c in fx["commits"])
+    s.add_all(Release(**r) for r in fx["releases"])
 
 
 def seed_files(data_dir: Path, seed: int) -> None:

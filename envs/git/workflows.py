@@ -2,7 +2,7 @@
 
 git-update-config      dev   single_effect  commit a config change to main
 git-backport-fix       dev   multi_effect   branch from a tag, cherry-pick, tag
-git-revert-bad-commit  val   compensation   revert a bad commit on main
+git-revert-bad-commit  val   compensation   record an incident, revert a bad commit on main
 git-cut-release        test  composite      branch, VERSION bump, tag, release notes
 git-merge-feature      test  multi_effect   changelog commit, merge commit, tag
 """

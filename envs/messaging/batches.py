@@ -53,11 +53,16 @@ class BatchIn(BaseModel):
         return v
 
 
-def _send_missing(request: Request, ctx: ServiceContext, batch_id: str) -> None:
-    """Send each recipient still unsent in its own transaction, as a mail relay does."""
+def _send_missing(
+    request: Request, ctx: ServiceContext, batch_id: str, *, resume: bool = False
+) -> None:
+    """Send each recipient still unsent in its own transaction, as a mail relay does, then
+    mark the batch sent. A resume that finishes a batch records its own commit (the
+    emails it sends are `email.send` commits like any other)."""
     with Session(ctx.engine) as s:
         b = get_or_404(s, EmailBatch, batch_id, "email batch")
         recipients, reference, subject = list(b.recipients), b.reference, b.subject
+    sent_now: list[str] = []
     for i, recipient in enumerate(recipients):
         if i == 1:
             maybe_crash(request, CRASH_MID_BATCH)
@@ -84,10 +89,22 @@ def _send_missing(request: Request, ctx: ServiceContext, batch_id: str) -> None:
                     identity=identity,
                     args={**identity, "batch_id": batch_id},
                 )
+            sent_now.append(recipient)
         except IntegrityError:
             continue  # a concurrent resume sent this one first
     with Session(ctx.engine) as s, s.begin():
-        get_or_404(s, EmailBatch, batch_id, "email batch").status = "sent"
+        batch = get_or_404(s, EmailBatch, batch_id, "email batch")
+        if batch.status != "sent":
+            batch.status = "sent"
+            if resume:
+                identity = {"batch_id": batch_id}
+                record_commit(
+                    s,
+                    op="email_batch.resume",
+                    effect_class="set",
+                    identity=identity,
+                    args={**identity, "sent": sent_now},
+                )
 
 
 def _create(s: Session, body: BatchIn, key: str | None) -> str:
@@ -163,6 +180,6 @@ def send_email_batch(request: Request, body: BatchIn) -> JSONResponse:
 def resume_email_batch(request: Request, batch_id: PathId) -> dict[str, Any]:
     """Send the emails a `sending` batch still owes; a sent batch is left as it is."""
     ctx = get_ctx(request)
-    _send_missing(request, ctx, batch_id)
+    _send_missing(request, ctx, batch_id, resume=True)
     with Session(ctx.engine) as s:
         return batch_view(s, get_or_404(s, EmailBatch, batch_id, "email batch"))

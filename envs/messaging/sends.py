@@ -25,12 +25,14 @@ class ChatIn(BaseModel):
     "/channels/{channel_id}/messages",
     operation_id="post_chat_message",
     status_code=201,
-    openapi_extra=effect_meta("chat.post", "irreversible_send", ["channel_id", "text"]),
+    openapi_extra=effect_meta("chat.post", "irreversible_send", ["channel_id"]),
 )
 def post_chat_message(request: Request, channel_id: PathId, body: ChatIn) -> JSONResponse:
     """Post a message to a chat channel. Everyone in the channel sees it at once; every
     call posts a new message."""
-    identity = {"channel_id": channel_id, "text": body.text}
+    # A post is the same post whatever its wording: the channel is its identity.
+    identity = {"channel_id": channel_id}
+    payload = {**identity, "text": body.text}
 
     def apply(s: Session, key: str | None) -> tuple[int, Any]:
         get_or_404(s, Channel, channel_id, "channel")
@@ -41,14 +43,14 @@ def post_chat_message(request: Request, channel_id: PathId, body: ChatIn) -> JSO
             op="chat.post",
             effect_class="irreversible_send",
             identity=identity,
-            args=identity,
+            args=payload,
             key=key,
         )
         s.flush()
         return 201, row(m)
 
     return run_mutation(
-        request, route="post_chat_message", native=False, payload=identity, apply=apply
+        request, route="post_chat_message", native=False, payload=payload, apply=apply
     )
 
 
@@ -61,7 +63,7 @@ class SmsIn(BaseModel):
     "/sms",
     operation_id="send_sms",
     status_code=201,
-    openapi_extra=effect_meta("sms.send", "irreversible_send", ["to", "body"], "native"),
+    openapi_extra=effect_meta("sms.send", "irreversible_send", ["to"], "native"),
 )
 def send_sms(request: Request, body: SmsIn, idempotency_key: KeyHeader = None) -> JSONResponse:
     """Send a text message to a phone number. Every call without a key sends a new SMS.
@@ -75,7 +77,7 @@ def send_sms(request: Request, body: SmsIn, idempotency_key: KeyHeader = None) -
             s,
             op="sms.send",
             effect_class="irreversible_send",
-            identity=body.model_dump(),
+            identity={"to": body.to},  # the same text to the same phone, however worded
             args=body.model_dump(),
             key=key,
         )

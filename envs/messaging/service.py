@@ -23,9 +23,11 @@ from .models import (
     TABLES,
     Channel,
     ChatMessage,
+    Email,
     EmailBatch,
     Page,
     PagerService,
+    Received,
     Sms,
     WebhookDelivery,
     WebhookEndpoint,
@@ -165,8 +167,13 @@ _ORDER = (
     ("chat_messages", ChatMessage),
     ("services", PagerService),
     ("pages", Page),
+    ("sms", Sms),
+    ("email_batches", EmailBatch),
+    ("emails", Email),
     ("webhook_endpoints", WebhookEndpoint),
     ("webhook_subscriptions", WebhookSubscription),
+    ("webhook_deliveries", WebhookDelivery),
+    ("received", Received),
 )
 
 

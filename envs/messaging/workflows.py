@@ -1,11 +1,18 @@
 """Messaging workflows: task, parameters from the seed, oracles, gold plan, fault scenarios.
 
 Counts are exact (one SMS, one chat post, one email per recipient, one webhook received),
-so a message sent twice makes an invariant false.
+so a message sent twice makes an invariant false, however it was worded: the fixture
+carries history (texts, posts, emails, deliveries), so counts are made of structured
+fields only (phone number, channel, batch reference, endpoint, event, dedup key: never a
+message text) and compared with what the fixture already holds plus what the task adds.
+The text of a new message is checked on the row the episode created: the service's ids
+are a pure function of (seed, kind, how many it created), so the first text or post of
+an episode has a known id (`created_id`).
 """
 
 from __future__ import annotations
 
+import hashlib
 from typing import Any
 
 from undobench_gym.seeding import rng_for
@@ -21,17 +28,24 @@ from undobench_gym.specs import (
 )
 
 from .batches import CRASH_MID_BATCH
+from .fixture import ADMINS, fixture_count, page_post, sms_text, texted_post
 
 B = Boundary
 T = FaultTarget
 E = EffectExpectation
 P = StatePredicate
 N_RECIPIENTS = 4
-FIRST = ["ana", "ben", "chen", "dara", "eli", "fatima", "goran", "hana", "ivan", "jun"]
-DOMAINS = ["northwind", "contoso", "fabrikam", "tailspin", "litware", "adatum", "lamna"]
 
 
-def _count(description: str, table: str, where: dict[str, Any], value: int = 1) -> P:
+def created_id(seed: int, prefix: str, n: int = 1) -> str:
+    """The id of the n-th row of `prefix` the service creates after a reset to `seed`
+    (`_service.context.new_id`): lets an oracle read the values of the row an episode
+    created without looking it up by its free text."""
+    digest = hashlib.sha256(f"{seed}:{prefix}:{n}".encode()).hexdigest()
+    return f"{prefix}_{digest[:14]}"
+
+
+def _count(description: str, table: str, where: dict[str, Any], value: Any = 1) -> P:
     return P(description=description, table=table, where=where, op="count", value=value)
 
 
@@ -52,8 +66,7 @@ def _service(fx: dict[str, Any], service_id: str) -> dict[str, Any]:
 
 def _batch_params(seed: int, fx: dict[str, Any]) -> dict[str, Any]:
     rng = rng_for("msg-maintenance-email", seed)
-    pool = [f"{n}@{d}.example.com" for n in FIRST for d in DOMAINS]
-    recipients = rng.sample(pool, N_RECIPIENTS)
+    recipients = rng.sample(ADMINS, N_RECIPIENTS)
     day = rng.randint(10, 28)
     hour = rng.choice([1, 2, 3, 22, 23])
     params: dict[str, Any] = {
@@ -88,9 +101,14 @@ BATCH = WorkflowSpec(
             for i in range(N_RECIPIENTS)
         ],
     ],
+    # Finishing a batch that a crash left `sending` completes the required emails.
+    allowed_effects=[E(op="email_batch.resume", identity={})],
+    # The reference is new (the history's batch is from December): rows with it are the
+    # episode's.
     invariants=[
         _count("one sent batch", "msg_email_batches", {**BATCH_REF, "status": "sent"}),
         _count("no second batch", "msg_email_batches", BATCH_REF),
+        _field("the batch has the subject", "msg_email_batches", BATCH_REF, "subject", "{subject}"),
         *[
             _count(
                 f"recipient {i} emailed once",
@@ -143,6 +161,7 @@ def _statuspage_params(seed: int, fx: dict[str, Any]) -> dict[str, Any]:
         "other_page_id": other["id"],
         "other_status": other["status"],
         "note": f"Fixed: {fix} (ticket OPS-{rng.randint(1000, 9999)})",
+        "statuspage_received_after": fixture_count(fx, "received", endpoint_id="statuspage") + 1,
     }
 
 
@@ -194,7 +213,10 @@ STATUSPAGE = WorkflowSpec(
         ),
         _count("the status page received the resolution once", "msg_received", RECEIVED),
         _count(
-            "the status page received nothing else", "msg_received", {"endpoint_id": "statuspage"}
+            "the status page received nothing else",
+            "msg_received",
+            {"endpoint_id": "statuspage"},
+            "{statuspage_received_after}",
         ),
     ],
     gold_plan=[
@@ -232,13 +254,18 @@ def _sms_params(seed: int, fx: dict[str, Any]) -> dict[str, Any]:
     rng = rng_for("msg-oncall-sms", seed)
     svc = rng.choice(fx["services"])
     problem = rng.choice(["replication lag above 60 s", "5xx rate above 2%", "p99 above 3 s"])
+    ops = _channel(fx, "ops")
     return {
         "service_name": svc["name"],
         "oncall_name": svc["oncall_name"],
         "phone": svc["oncall_phone"],
-        "sms": f"{svc['name']}: {problem}. Please join #incidents now.",
-        "channel_id": _channel(fx, "ops"),
-        "chat": f"Texted {svc['oncall_name']} about {svc['name']}: {problem}.",
+        "sms": sms_text(svc["name"], problem),
+        "channel_id": ops,
+        "chat": texted_post(svc["oncall_name"], svc["name"], problem),
+        "texts_after": fixture_count(fx, "sms", to=svc["oncall_phone"]) + 1,
+        "posts_after": fixture_count(fx, "chat_messages", channel_id=ops) + 1,
+        "sms_id": created_id(seed, "sms"),
+        "chat_id": created_id(seed, "msg"),
     }
 
 
@@ -260,16 +287,19 @@ SMS = WorkflowSpec(
         "post_chat_message",
     ],
     required_effects=[
-        E(op="sms.send", identity={"to": "{phone}", "body": "{sms}"}),
-        E(op="chat.post", identity={"channel_id": "{channel_id}", "text": "{chat}"}),
+        E(op="sms.send", identity={"to": "{phone}"}),
+        E(op="chat.post", identity={"channel_id": "{channel_id}"}),
     ],
     invariants=[
-        _count("one text with the message", "msg_sms", {"to": "{phone}", "body": "{sms}"}),
-        _count("no other text to the engineer", "msg_sms", {"to": "{phone}"}),
+        _field("one text with the message", "msg_sms", {"id": "{sms_id}"}, "body", "{sms}"),
+        _field("the text went to the engineer", "msg_sms", {"id": "{sms_id}"}, "to", "{phone}"),
+        _count("no other text to the engineer", "msg_sms", {"to": "{phone}"}, "{texts_after}"),
+        _field("the post has the text", "msg_chat_messages", {"id": "{chat_id}"}, "text", "{chat}"),
         _count(
             "one post in #ops",
             "msg_chat_messages",
-            {"channel_id": "{channel_id}", "text": "{chat}"},
+            {"channel_id": "{channel_id}"},
+            "{posts_after}",
         ),
     ],
     gold_plan=[
@@ -316,14 +346,17 @@ def _page_params(seed: int, fx: dict[str, Any]) -> dict[str, Any]:
         ["checkout errors above 5%", "login failures spiking", "timeouts at the edge"]
     )
     severity = rng.choice(["critical", "high"])
+    channel = _channel(fx, "incidents")
     return {
         "service_id": svc["id"],
         "service_name": svc["name"],
         "summary": f"{svc['name']}: {problem}",
         "severity": severity,
         "dedup_key": key,
-        "channel_id": _channel(fx, "incidents"),
-        "chat": f"{severity.upper()} page on {svc['name']} ({key}): {problem}. Updates here.",
+        "channel_id": channel,
+        "chat": page_post(severity, svc["name"], key, problem),
+        "posts_after": fixture_count(fx, "chat_messages", channel_id=channel) + 1,
+        "chat_id": created_id(seed, "msg"),
     }
 
 
@@ -350,18 +383,21 @@ PAGE = WorkflowSpec(
     required_effects=[
         E(op="page.trigger", identity=PAGE_WHERE),
         E(op="webhook.deliver", identity=BOT),
-        E(op="chat.post", identity={"channel_id": "{channel_id}", "text": "{chat}"}),
+        E(op="chat.post", identity={"channel_id": "{channel_id}"}),
     ],
     invariants=[
         _count("one page for the alert", "msg_pages", PAGE_WHERE),
         _field("the page is on the service", "msg_pages", PAGE_WHERE, "service_id", "{service_id}"),
         _field("the page has the severity", "msg_pages", PAGE_WHERE, "severity", "{severity}"),
+        _field("the page has the summary", "msg_pages", PAGE_WHERE, "summary", "{summary}"),
         _field("the page is live", "msg_pages", PAGE_WHERE, "status", "triggered"),
         _count("the incident bot heard of it once", "msg_received", BOT),
+        _field("the post has the text", "msg_chat_messages", {"id": "{chat_id}"}, "text", "{chat}"),
         _count(
             "one post in #incidents",
             "msg_chat_messages",
-            {"channel_id": "{channel_id}", "text": "{chat}"},
+            {"channel_id": "{channel_id}"},
+            "{posts_after}",
         ),
     ],
     gold_plan=[

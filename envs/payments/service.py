@@ -11,9 +11,8 @@ from sqlalchemy import func, select
 from sqlalchemy.exc import IntegrityError
 from sqlalchemy.orm import Session
 
-from undobench_gym.seeding import stable_id
-
 from .._service.context import DomainService, ServiceContext, get_ctx, maybe_crash, new_id, now
+from .._service.db import insert_fixture
 from .._service.db import row as _row
 from .._service.mutation import (
     READ_ONLY,
@@ -26,7 +25,7 @@ from .._service.mutation import (
     release_key,
     run_mutation,
 )
-from .fixture import build_fixture, fx_rate
+from .fixture import build_fixture, fx_rate, quote_id
 from .models import (
     TABLES,
     Balance,
@@ -176,7 +175,7 @@ def get_fx_quote(
         seed = seed_of(s)
     rate = fx_rate(seed, source, target)
     return {
-        "quote_id": stable_id("quote", seed, source, target, amount),
+        "quote_id": quote_id(seed, source, target, amount),
         "source": source,
         "target": target,
         "amount": amount,
@@ -249,13 +248,16 @@ class ChargeIn(BaseModel):
     description: str = Field(min_length=1, max_length=255)
 
 
+#: Who is charged how much: the description is free text, and a re-sent charge with a
+#: reworded description charges the customer twice all the same.
+CHARGE_IDENTITY = ["customer_id", "amount", "currency"]
+
+
 @router.post(
     "/charges",
     operation_id="create_charge",
     status_code=201,
-    openapi_extra=effect_meta(
-        "charge.create", "additive", ["customer_id", "amount", "currency", "description"], "native"
-    ),
+    openapi_extra=effect_meta("charge.create", "additive", CHARGE_IDENTITY, "native"),
 )
 def create_charge(
     request: Request, body: ChargeIn, idempotency_key: KeyHeader = None
@@ -280,7 +282,7 @@ def create_charge(
             s,
             op="charge.create",
             effect_class="additive",
-            identity=body.model_dump(),
+            identity=body.model_dump(include=set(CHARGE_IDENTITY)),
             args=body.model_dump(),
             key=key,
         )
@@ -361,6 +363,7 @@ def renew_subscription(request: Request, subscription_id: str) -> JSONResponse:
         if sub.status != "active":
             raise error(400, "subscription_inactive", f"Subscription is {sub.status}")
         sub.period += 1
+        billed = now(s)  # the invoice and the charge it bills carry the same time
         ch = Charge(
             id=new_id(s, "ch"),
             customer_id=sub.customer_id,
@@ -369,7 +372,7 @@ def renew_subscription(request: Request, subscription_id: str) -> JSONResponse:
             description=f"Subscription {sub.id} period {sub.period}",
             amount_refunded=0,
             status="succeeded",
-            created=now(s),
+            created=billed,
         )
         s.add(ch)
         _credit(s, sub.currency, sub.amount)
@@ -379,7 +382,7 @@ def renew_subscription(request: Request, subscription_id: str) -> JSONResponse:
             period=sub.period,
             charge_id=ch.id,
             amount=sub.amount,
-            created=now(s),
+            created=billed,
         )
         s.add(inv)
         record_commit(
@@ -449,11 +452,27 @@ class PayoutIn(BaseModel):
     recipients: list[Recipient] = Field(min_length=1, max_length=20)
 
 
-def _pay_transfers(request: Request, ctx: ServiceContext, payout_id: str) -> None:
-    """Pay each missing transfer in its own transaction, as a batch payout system does."""
+def _recipients_key(recipients: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """Recipients in account order: the same payout listed in another order is the same."""
+    return sorted(
+        ({"account": r["account"], "amount": r["amount"]} for r in recipients),
+        key=lambda r: str(r["account"]),
+    )
+
+
+#: Who is paid how much in which currency; the reference is the caller's label, and a
+#: re-sent payout under another reference pays every recipient again.
+PAYOUT_IDENTITY = ["currency", "recipients"]
+
+
+def _pay_transfers(request: Request, ctx: ServiceContext, payout_id: str, resume: bool) -> None:
+    """Pay each missing transfer in its own transaction, as a batch payout system does.
+
+    A resume that finds the payout `processing` and finishes it records `payout.resume`; a
+    resume of a paid payout changes nothing and records nothing."""
     with Session(ctx.engine) as s:
         p = _get(s, Payout, payout_id, "payout")
-        recipients, currency, reference = list(p.recipients), p.currency, p.reference
+        recipients, currency = list(p.recipients), p.currency
     for i, rec in enumerate(recipients):
         if i == 1:
             maybe_crash(request, "payout.after_first_transfer")
@@ -479,24 +498,29 @@ def _pay_transfers(request: Request, ctx: ServiceContext, payout_id: str) -> Non
                 s,
                 op="payout.transfer",
                 effect_class="additive",
-                identity={
-                    "reference": reference,
-                    "account": rec["account"],
-                    "amount": rec["amount"],
-                },
+                identity={"account": rec["account"], "amount": rec["amount"], "currency": currency},
                 args={"payout_id": payout_id, **rec},
             )
     with Session(ctx.engine) as s, s.begin():
-        _get(s, Payout, payout_id, "payout").status = "paid"
+        p = _get(s, Payout, payout_id, "payout")
+        if p.status == "paid":
+            return
+        p.status = "paid"
+        if resume:
+            record_commit(
+                s,
+                op="payout.resume",
+                effect_class="set",
+                identity={"payout_id": payout_id},
+                args={"payout_id": payout_id},
+            )
 
 
 @router.post(
     "/payouts",
     operation_id="create_payout",
     status_code=201,
-    openapi_extra=effect_meta(
-        "payout.create", "additive", ["reference", "currency", "recipients"], "none"
-    ),
+    openapi_extra=effect_meta("payout.create", "additive", PAYOUT_IDENTITY, "none"),
 )
 def create_payout(request: Request, body: PayoutIn) -> JSONResponse:
     """Split a payout across recipients. Transfers are paid one by one; a payout left in
@@ -527,7 +551,10 @@ def create_payout(request: Request, body: PayoutIn) -> JSONResponse:
                 s,
                 op="payout.create",
                 effect_class="additive",
-                identity=body.model_dump(),
+                identity={
+                    "currency": body.currency,
+                    "recipients": _recipients_key([r.model_dump() for r in body.recipients]),
+                },
                 args=body.model_dump(),
                 key=claim.key if claim else None,
             )
@@ -535,7 +562,7 @@ def create_payout(request: Request, body: PayoutIn) -> JSONResponse:
     except Exception:
         release_key(ctx, claim)
         raise
-    _pay_transfers(request, ctx, payout_id)
+    _pay_transfers(request, ctx, payout_id, resume=False)
     with Session(ctx.engine) as s, s.begin():
         view = _payout_view(s, _get(s, Payout, payout_id, "payout"))
         complete_key(s, claim, 201, view)
@@ -550,7 +577,7 @@ def create_payout(request: Request, body: PayoutIn) -> JSONResponse:
 def resume_payout(request: Request, payout_id: str) -> dict[str, Any]:
     """Pay the transfers a `processing` payout still owes; a paid payout is left as it is."""
     ctx = get_ctx(request)
-    _pay_transfers(request, ctx, payout_id)
+    _pay_transfers(request, ctx, payout_id, resume=True)
     with Session(ctx.engine) as s:
         return _payout_view(s, _get(s, Payout, payout_id, "payout"))
 
@@ -563,16 +590,15 @@ class WireIn(BaseModel):
     target_currency: Currency
 
 
+#: Where the money goes and how much, in which currencies; the quote is a means to it.
+WIRE_IDENTITY = ["beneficiary_iban", "amount", "source_currency", "target_currency"]
+
+
 @router.post(
     "/wires",
     operation_id="create_wire",
     status_code=201,
-    openapi_extra=effect_meta(
-        "wire.send",
-        "irreversible_send",
-        ["beneficiary_iban", "amount", "source_currency"],
-        "native",
-    ),
+    openapi_extra=effect_meta("wire.send", "irreversible_send", WIRE_IDENTITY, "native"),
 )
 def create_wire(request: Request, body: WireIn, idempotency_key: KeyHeader = None) -> JSONResponse:
     """Send a cross-border wire at a quoted rate. Irreversible. Accepts an Idempotency-Key."""
@@ -581,7 +607,7 @@ def create_wire(request: Request, body: WireIn, idempotency_key: KeyHeader = Non
         from .._service.context import seed_of
 
         seed = seed_of(s)
-        expected = stable_id("quote", seed, body.source_currency, body.target_currency, body.amount)
+        expected = quote_id(seed, body.source_currency, body.target_currency, body.amount)
         if body.quote_id != expected:
             raise error(400, "invalid_quote", "The quote does not match this wire; get a new quote")
         _debit(s, body.source_currency, body.amount)
@@ -602,11 +628,7 @@ def create_wire(request: Request, body: WireIn, idempotency_key: KeyHeader = Non
             s,
             op="wire.send",
             effect_class="irreversible_send",
-            identity={
-                "beneficiary_iban": body.beneficiary_iban,
-                "amount": body.amount,
-                "source_currency": body.source_currency,
-            },
+            identity=body.model_dump(include=set(WIRE_IDENTITY)),
             args=body.model_dump(),
             key=key,
         )
@@ -621,13 +643,22 @@ def create_wire(request: Request, body: WireIn, idempotency_key: KeyHeader = Non
 # ---- domain definition -------------------------------------------------------------
 
 
+#: Fixture key -> model, parents first (foreign keys).
+SEED_ORDER: tuple[tuple[str, Any], ...] = (
+    ("customers", Customer),
+    ("charges", Charge),
+    ("refunds", Refund),
+    ("subscriptions", Subscription),
+    ("invoices", Invoice),
+    ("payouts", Payout),
+    ("transfers", Transfer),
+    ("wires", Wire),
+    ("balance", Balance),
+)
+
+
 def seed_state(s: Session, seed: int) -> None:
-    fx = build_fixture(seed)
-    s.add_all(Customer(**c) for c in fx["customers"])
-    s.flush()
-    s.add_all(Charge(**c) for c in fx["charges"])
-    s.add_all(Subscription(**c) for c in fx["subscriptions"])
-    s.add_all(Balance(**b) for b in fx["balance"])
+    insert_fixture(s, build_fixture(seed), SEED_ORDER)
 
 
 def partial_state(state: dict[str, Any]) -> list[str]:

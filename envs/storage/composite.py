@@ -5,6 +5,10 @@ between the last part and the completion.
 A crash there leaves a real open upload with every part on disk and no object: the
 partial state that list_multipart_uploads reveals and complete_multipart_upload or
 abort_multipart_upload settles.
+
+Each step writes the commit-log row of the single route it stands for (multipart.create,
+multipart.part, multipart.complete), so the composite and the step-by-step routes have
+the same effects; the composite declares the effect it exists for, the completion.
 """
 
 from __future__ import annotations
@@ -40,7 +44,7 @@ class MultipartObjectIn(Strict):
 @router.post(
     "/buckets/{bucket}/multipart-objects",
     operation_id="upload_object_multipart",
-    openapi_extra=effect_meta("object.upload_multipart", "set", ["bucket", "key", "parts"]),
+    openapi_extra=effect_meta("multipart.complete", "set", ["bucket", "key", "etag"]),
 )
 def upload_object_multipart(
     request: Request, bucket: PathBucket, body: MultipartObjectIn

@@ -4,6 +4,13 @@
 An upload that was created but never completed nor aborted is visible only through
 list_multipart_uploads (and list_parts): no object exists for its key yet, but its parts
 sit on disk. That open upload is the partial state a crash mid-composite leaves behind.
+
+Effect identities: an upload is an entity of its own (its upload_id is in the create's
+identity), so a second upload of the same key is another upload, not a repeat of the
+first; the harm an extra upload does is to stay open, which `partial_state` reports. A
+part is (key, upload, part number, body); completing sets the key to the multipart ETag,
+whichever upload carried the parts, so the same content completed twice is a harmless
+repeat of a set.
 """
 
 from __future__ import annotations
@@ -108,13 +115,13 @@ def store_part(
         if part.blob != digest:
             dropped.add(part.blob)
         part.etag, part.size, part.blob, part.uploaded = etag, len(data), digest, uploaded
-    identity = {"bucket": u.bucket, "upload_id": u.upload_id, "part_number": number, "etag": etag}
+    where = {"bucket": u.bucket, "key": u.key, "upload_id": u.upload_id, "part_number": number}
     record_commit(
         s,
         op="multipart.part",
         effect_class="set",
-        identity=identity,
-        args={**identity, "size": len(data)},
+        identity={**where, "body": text},
+        args={**where, "etag": etag, "size": len(data)},
         key=idem,
     )
     view = {"upload_id": u.upload_id, "part_number": number, "etag": etag, "size": len(data)}
@@ -208,7 +215,7 @@ class CreateUploadIn(Strict):
 @router.post(
     "/buckets/{bucket}/uploads",
     operation_id="create_multipart_upload",
-    openapi_extra=effect_meta("multipart.create", "additive", ["bucket", "key"]),
+    openapi_extra=effect_meta("multipart.create", "additive", ["bucket", "key", "upload_id"]),
 )
 def create_multipart_upload(
     request: Request, bucket: PathBucket, body: CreateUploadIn
@@ -235,7 +242,7 @@ class PartIn(Strict):
     "/buckets/{bucket}/uploads/{upload_id}/parts/{part_number}",
     operation_id="upload_part",
     openapi_extra=effect_meta(
-        "multipart.part", "set", ["bucket", "upload_id", "part_number", "body"]
+        "multipart.part", "set", ["bucket", "key", "upload_id", "part_number", "body"]
     ),
 )
 def upload_part(
@@ -271,9 +278,7 @@ class CompleteIn(Strict):
 @router.post(
     "/buckets/{bucket}/uploads/{upload_id}/complete",
     operation_id="complete_multipart_upload",
-    openapi_extra=effect_meta(
-        "multipart.complete", "set", ["bucket", "upload_id", "parts"], "native"
-    ),
+    openapi_extra=effect_meta("multipart.complete", "set", ["bucket", "key", "etag"], "native"),
 )
 def complete_multipart_upload(
     request: Request,
@@ -308,7 +313,7 @@ def complete_multipart_upload(
 @router.delete(
     "/buckets/{bucket}/uploads/{upload_id}",
     operation_id="abort_multipart_upload",
-    openapi_extra=effect_meta("multipart.abort", "set", ["bucket", "upload_id"]),
+    openapi_extra=effect_meta("multipart.abort", "set", ["bucket", "key", "upload_id"]),
 )
 def abort_multipart_upload(
     request: Request, bucket: PathBucket, upload_id: UploadId
@@ -324,10 +329,9 @@ def abort_multipart_upload(
         for p in parts:
             s.delete(p)
         s.flush()
-        key = u.key
+        identity = {"bucket": bucket, "key": u.key, "upload_id": upload_id}
         s.delete(u)
-        identity = {"bucket": bucket, "upload_id": upload_id}
-        args = {**identity, "key": key, "parts": len(parts)}
+        args = {**identity, "parts": len(parts)}
         record_commit(
             s, op="multipart.abort", effect_class="set", identity=identity, args=args, key=idem
         )

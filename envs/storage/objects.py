@@ -66,7 +66,7 @@ class PutIn(Strict):
 def put_object(request: Request, bucket: PathBucket, body: PutIn) -> JSONResponse:
     """Write a text object (body up to 64 KiB); the ETag is the md5 of the body. Conditional
     writes: if_none_match "*" refuses with 412 when the key already exists, if_match refuses
-    with 412 unless the current ETag matches. The effect is keyed by bucket, key and ETag:
+    with 412 unless the current ETag matches. The effect is keyed by bucket, key and body:
     putting the same body to the same key again leaves the same current object (a set).
     On a versioned bucket every put, a repeat included, adds a version, so a repeat grows
     the version history by an identical copy without changing what the key holds."""
@@ -99,7 +99,7 @@ def put_object(request: Request, bucket: PathBucket, body: PutIn) -> JSONRespons
             s,
             op="object.put",
             effect_class="set",
-            identity={"bucket": bucket, "key": body.key, "etag": etag},
+            identity={"bucket": bucket, "key": body.key, "body": body.body},
             args={"bucket": bucket, **args, "etag": etag, "size": len(data)},
             key=idem,
         )
@@ -179,7 +179,7 @@ class CopyIn(Strict):
     "/buckets/{bucket}/object/copy",
     operation_id="copy_object",
     openapi_extra=effect_meta(
-        "object.copy", "set", ["source_bucket", "source_key", "bucket", "key"], "native"
+        "object.copy", "set", ["bucket", "key", "source_bucket", "source_key", "etag"], "native"
     ),
 )
 def copy_object(
@@ -208,12 +208,13 @@ def copy_object(
         )
         dropped.update(gone)
         identity = {
-            "source_bucket": body.source_bucket,
-            "source_key": body.source_key,
             "bucket": bucket,
             "key": body.key,
+            "source_bucket": body.source_bucket,
+            "source_key": body.source_key,
+            "etag": v.etag,
         }
-        args = {**identity, "source_version_id": src.version_id, "etag": v.etag}
+        args = {**identity, "source_version_id": src.version_id}
         record_commit(
             s, op="object.copy", effect_class="set", identity=identity, args=args, key=idem
         )
@@ -286,7 +287,7 @@ class AppendIn(Strict):
 @router.post(
     "/buckets/{bucket}/object/append",
     operation_id="append_to_object",
-    openapi_extra=effect_meta("object.append", "additive", ["bucket", "key", "line"]),
+    openapi_extra=effect_meta("object.append", "additive", ["bucket", "key"]),
 )
 def append_to_object(request: Request, bucket: PathBucket, body: AppendIn) -> JSONResponse:
     """Append one line (a newline is added) to a text object such as a log or changelog,
@@ -316,13 +317,13 @@ def append_to_object(request: Request, bucket: PathBucket, body: AppendIn) -> JS
             content_type=ctype,
         )
         dropped.update(gone)
-        identity = {"bucket": bucket, "key": body.key, "line": body.line}
+        identity = {"bucket": bucket, "key": body.key}
         record_commit(
             s,
             op="object.append",
             effect_class="additive",
             identity=identity,
-            args={**identity, "etag": v.etag, "size": v.size},
+            args={**identity, "line": body.line, "etag": v.etag, "size": v.size},
             key=idem,
         )
         return 200, version_view(v)

@@ -6,7 +6,6 @@ values: a line appended twice or a part in the wrong order changes the ETag.
 
 from __future__ import annotations
 
-import hashlib
 from typing import Any
 
 from undobench_gym.seeding import rng_for
@@ -14,28 +13,26 @@ from undobench_gym.seeding import rng_for
 from .fixture import (
     CHANGELOG,
     DATASETS,
+    HISTORY_INCIDENTS_BELOW,
     PROMOTIONS,
+    appended,
+    broken_config,
     bucket_for,
+    bundle_parts,
     current,
     keys_in,
     manifest_body,
     md5_hex,
+    multipart_etag,
     project_of,
+    promotion_line,
+    rollback_line,
     versions_of,
 )
 
 TEAMS = ["analytics", "growth", "payments", "search", "mobile", "security", "finance"]
-
-
-def multipart_etag(parts: list[str]) -> str:
-    joined = b"".join(hashlib.md5(p.encode(), usedforsecurity=False).digest() for p in parts)
-    return f"{hashlib.md5(joined, usedforsecurity=False).hexdigest()}-{len(parts)}"
-
-
-def _appended(body: str, line: str) -> str:
-    if body and not body.endswith("\n"):
-        body += "\n"
-    return body + line + "\n"
+#: The date of the episode: the virtual clock starts at 2026-01-01T00:00:00Z.
+TODAY = "2026-01-01"
 
 
 def publish_params(seed: int, fx: dict[str, Any]) -> dict[str, Any]:
@@ -47,12 +44,7 @@ def publish_params(seed: int, fx: dict[str, Any]) -> dict[str, Any]:
     version = f"{major}.{rng.randint(0, 9)}.0"
     key = f"builds/{app}/{version}/bundle.txt"
     assert key not in keys
-    parts = [
-        f"app={app};version={version};part={i}/3;payload="
-        + "".join(rng.choice("0123456789abcdef") for _ in range(48))
-        + ";"
-        for i in (1, 2, 3)
-    ]
+    parts = bundle_parts(app, version, rng)
     return {
         "ticket": rng.randint(1000, 9999),
         "bucket": bucket,
@@ -71,11 +63,11 @@ def publish_params(seed: int, fx: dict[str, Any]) -> dict[str, Any]:
 def rollback_params(seed: int, fx: dict[str, Any]) -> dict[str, Any]:
     rng = rng_for("st-rollback-bad-config", seed)
     bucket = bucket_for(fx, "config")
-    key = next(k for k in keys_in(fx, bucket) if len(versions_of(fx, bucket, k)) == 3)
+    key = broken_config(fx)
     old, good, bad = versions_of(fx, bucket, key)
-    incident = rng.randint(100, 999)
-    line = f"2025-12-05 INC-{incident} rolled back {key} to version {good['version_id']}"
-    changelog = _appended(current(fx, bucket, CHANGELOG)["body"], line)
+    incident = rng.randint(HISTORY_INCIDENTS_BELOW, 999)
+    line = rollback_line(TODAY, incident, key, good["version_id"])
+    changelog = appended(current(fx, bucket, CHANGELOG)["body"], line)
     return {
         "incident": incident,
         "bucket": bucket,
@@ -98,8 +90,8 @@ def promote_params(seed: int, fx: dict[str, Any]) -> dict[str, Any]:
     key = next(k for k in keys_in(fx, staging) if k not in in_prod)
     source = current(fx, staging, key)
     _, app, version, _ = key.split("/")
-    line = f"promoted {app} {version} from {staging} etag {source['etag']}"
-    log = _appended(current(fx, prod, PROMOTIONS)["body"], line)
+    line = promotion_line(app, version, staging, source["etag"])
+    log = appended(current(fx, prod, PROMOTIONS)["body"], line)
     return {
         "change": rng.randint(10000, 99999),
         "staging": staging,

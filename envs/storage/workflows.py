@@ -2,7 +2,10 @@
 
 Object state is checked on the current version's ETag (the md5 of the exact body, or the
 multipart ETag), so a line appended twice or a wrong body makes an invariant false, while
-a harmless repeat of a set (the same body again) does not.
+a harmless repeat of a set (the same body again) does not. Effects are keyed by where
+and what (bucket, key, and the content set: a body, a copied ETag), never by the text of
+a log line: a second line appended to the same log is a second entry whatever its
+wording.
 """
 
 from __future__ import annotations
@@ -83,6 +86,13 @@ PUBLISH = WorkflowSpec(
             identity={"bucket": "{bucket}", "key": "{key}", "etag": "{etag}"},
         )
     ],
+    # The steps of the upload itself, and settling an upload a failure left open: the
+    # task asks that none stays open. An upload of another key or bucket is not allowed.
+    allowed_effects=[
+        E(op="multipart.create", identity={"bucket": "{bucket}", "key": "{key}"}),
+        E(op="multipart.part", identity={"bucket": "{bucket}", "key": "{key}"}),
+        E(op="multipart.abort", identity={"bucket": "{bucket}", "key": "{key}"}),
+    ],
     invariants=[
         _current("the bundle has the multipart ETag", "{bucket}", "{key}", "etag", "{etag}"),
         _current("the bundle has the size of its parts", "{bucket}", "{key}", "size", "{size}"),
@@ -142,10 +152,7 @@ ROLLBACK = WorkflowSpec(
     ],
     required_effects=[
         E(op="object.restore", identity={**CONFIG, "version_id": "{good_version}"}),
-        E(
-            op="object.append",
-            identity={"bucket": "{bucket}", "key": "{changelog}", "line": "{line}"},
-        ),
+        E(op="object.append", identity={"bucket": "{bucket}", "key": "{changelog}"}),
     ],
     forbidden_effects=[
         E(op="object.restore", identity={**CONFIG, "version_id": "{old_version}"}),
@@ -219,13 +226,14 @@ PROMOTE = WorkflowSpec(
         E(
             op="object.copy",
             identity={
-                "source_bucket": "{staging}",
-                "source_key": "{key}",
                 "bucket": "{prod}",
                 "key": "{key}",
+                "source_bucket": "{staging}",
+                "source_key": "{key}",
+                "etag": "{etag}",
             },
         ),
-        E(op="object.append", identity={"bucket": "{prod}", "key": "{log}", "line": "{line}"}),
+        E(op="object.append", identity={"bucket": "{prod}", "key": "{log}"}),
     ],
     invariants=[
         _current("the build is in prod", "{prod}", "{key}", "etag", "{etag}"),
@@ -281,7 +289,7 @@ DATASET = WorkflowSpec(
         "manifest body is exactly this one line of JSON: {body}"
     ),
     tools=["list_objects", "head_object", "get_object", "put_object"],
-    required_effects=[E(op="object.put", identity={**MANIFEST, "etag": "{etag}"})],
+    required_effects=[E(op="object.put", identity={**MANIFEST, "body": "{body}"})],
     invariants=[
         _current("the manifest has the requested body", "{bucket}", "{key}", "etag", "{etag}"),
         _current("the manifest has the body's size", "{bucket}", "{key}", "size", "{size}"),
@@ -330,7 +338,7 @@ PROVISION = WorkflowSpec(
     required_effects=[
         E(op="bucket.create", identity={"name": "{bucket}"}),
         E(op="bucket.versioning", identity={"bucket": "{bucket}", "status": "Enabled"}),
-        E(op="object.put", identity={**README, "etag": "{etag}"}),
+        E(op="object.put", identity={**README, "body": "{readme}"}),
     ],
     invariants=[
         P(
@@ -367,7 +375,7 @@ PROVISION = WorkflowSpec(
         ),
         FaultScenario(
             id="during-setup",
-            boundary=B.DURING_MUTATION,
+            boundary=B.POST_MUTATION_PRE_ACK,
             target=T(tool="set_bucket_versioning"),
             description="the middle step of the setup commits, its response is lost",
         ),

@@ -12,7 +12,7 @@ from sqlalchemy.orm import Session
 from .._service.context import ServiceContext, get_ctx, new_id, now
 from .._service.db import row as row  # re-exported for the domain modules
 from .._service.mutation import error, record_commit
-from .fixture import SEVERITIES
+from .fixture import more_severe as more_severe  # re-exported for the domain modules
 from .models import Comment, Escalation, Incident, Notice, Page, Responder
 
 Ctx = Annotated[ServiceContext, Depends(get_ctx)]
@@ -37,11 +37,6 @@ def open_incident_or_409(s: Session, incident_id: str, doing: str) -> Incident:
             f"Incident {inc.external_ref} is resolved; reopen_incident it before you {doing}",
         )
     return inc
-
-
-def more_severe(severity: str) -> str:
-    """One step up the severity scale (sev1 is the worst and stays sev1)."""
-    return SEVERITIES[max(0, SEVERITIES.index(severity) - 1)]
 
 
 def send_page(

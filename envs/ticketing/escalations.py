@@ -36,6 +36,7 @@ from .common import (
     row,
     send_page,
 )
+from .fixture import escalation_message
 from .models import Escalation, Incident, Page, PolicyLevel
 
 router = APIRouter(prefix="/v1")
@@ -125,11 +126,16 @@ def _start(s: Session, incident_id: str, body: EscalateIn, key: str | None) -> s
     return e.id
 
 
-def _page_level(request: Request, ctx: ServiceContext, escalation_id: str) -> None:
-    """Page each responder of the level not paged yet, one transaction per page."""
+def _page_level(
+    request: Request, ctx: ServiceContext, escalation_id: str, *, resume: bool = False
+) -> None:
+    """Page each responder of the level not paged yet, one transaction per page, then
+    mark the escalation completed. A resume that completes one records its own commit (the
+    pages it sends are `page.send` commits like any other)."""
     with Session(ctx.engine) as s:
         e = get_or_404(s, Escalation, escalation_id, "escalation")
         responders = list(e.responder_ids)
+    paged_now: list[str] = []
     for i, responder_id in enumerate(responders):
         if i == 1:
             maybe_crash(request, "ticketing.after_first_page")
@@ -143,15 +149,24 @@ def _page_level(request: Request, ctx: ServiceContext, escalation_id: str) -> No
                 continue
             e = get_or_404(s, Escalation, escalation_id, "escalation")
             inc: Incident = get_or_404(s, Incident, e.incident_id, "incident")
-            message = (
-                f"[{e.severity_to}] {inc.title} ({inc.external_ref}) escalated to level "
-                f"{e.level}: {e.reason}"
+            message = escalation_message(
+                e.severity_to, inc.title, inc.external_ref, e.level, e.reason
             )
             send_page(s, inc, responder_id, message, escalation_id=e.id)
+            paged_now.append(responder_id)
     with Session(ctx.engine) as s, s.begin():
         e = get_or_404(s, Escalation, escalation_id, "escalation")
         if e.status != "completed":
             e.status, e.completed = "completed", now(s)
+            if resume:
+                identity = {"escalation_id": escalation_id}
+                record_commit(
+                    s,
+                    op="escalation.resume",
+                    effect_class="set",
+                    identity=identity,
+                    args={**identity, "paged": paged_now},
+                )
 
 
 @router.post(
@@ -192,7 +207,7 @@ def resume_escalation(request: Request, escalation_id: PathId) -> dict[str, Any]
     """Page the responders an in_progress escalation has not paged yet, then mark it
     completed; nobody it already paged is paged again. A completed one is returned as is."""
     ctx = get_ctx(request)
-    _page_level(request, ctx, escalation_id)
+    _page_level(request, ctx, escalation_id, resume=True)
     with Session(ctx.engine) as s:
         return escalation_view(s, get_or_404(s, Escalation, escalation_id, "escalation"))
 

@@ -15,8 +15,17 @@ from undobench_gym.specs import (
     WorkflowSpec,
 )
 
-from .fixture import level_responders
-from .workflow_kit import INC, count, field, incident_params, page_sent, paged, person
+from .fixture import fixture_count, level_responders
+from .workflow_kit import (
+    INC,
+    count,
+    field,
+    incident_params,
+    page_sent,
+    paged,
+    pages_before,
+    person,
+)
 
 B = Boundary
 T = FaultTarget
@@ -33,19 +42,24 @@ FIXES = [
 def _resolve_params(seed: int, fx: dict[str, Any]) -> dict[str, Any]:
     rng = rng_for("tix-resolve-and-notify", seed)
     params = incident_params(fx, 2)
+    inc = params["incident_id"]
     owner = person(fx, fx["incidents"][2]["assignee_id"], "owner")
     fix = rng.choice(FIXES)
     pm = f"PM-{rng.randint(100, 999)}"
+    notices = fixture_count(fx, "notices", incident_id=inc, kind="resolution")
     params.update(
         owner,
         resolution=f"Mitigated: {fix}",
         notice=f"Resolved: {params['title']}. We {fix}. Postmortem {pm} will follow.",
         comment=f"Postmortem {pm} scheduled, owner {owner['owner_name']}.",
+        resolution_notices=notices + 1,
     )
     return params
 
 
 RESOLUTION = {"incident_id": "{incident_id}", "kind": "resolution"}
+TO_STAKEHOLDERS = {**RESOLUTION, "recipient": "stakeholders"}
+POSTMORTEM = {"incident_id": "{incident_id}", "kind": "postmortem"}
 RESOLVE = WorkflowSpec(
     id="tix-resolve-and-notify",
     domain="ticketing",
@@ -54,8 +68,8 @@ RESOLVE = WorkflowSpec(
     instruction=(
         'Incident {external_ref} ({incident_id}, "{title}") is fixed. Resolve it with the '
         'resolution "{resolution}", send the stakeholders one resolution notice with the '
-        'message "{notice}", and add the comment "{comment}" as {owner_name}. This one was '
-        "internal: nothing goes to the public status page."
+        'message "{notice}", and add one postmortem comment "{comment}" as {owner_name}. '
+        "This one was internal: nothing goes to the public status page."
     ),
     tools=[
         "get_incident",
@@ -70,7 +84,7 @@ RESOLVE = WorkflowSpec(
             op="notice.resolution",
             identity={"incident_id": "{incident_id}", "audience": "stakeholders"},
         ),
-        E(op="comment.add", identity={"incident_id": "{incident_id}", "body": "{comment}"}),
+        E(op="comment.add", identity=POSTMORTEM),
     ],
     forbidden_effects=[
         E(
@@ -81,17 +95,14 @@ RESOLVE = WorkflowSpec(
     invariants=[
         field("the incident is resolved", "tk_incidents", INC, "status", "resolved"),
         field("the resolution is recorded", "tk_incidents", INC, "resolution", "{resolution}"),
-        count(
-            "the stakeholders got one notice",
-            "tk_notices",
-            {**RESOLUTION, "recipient": "stakeholders"},
+        # The incident had no resolution notice and no postmortem before (it was open):
+        # the one row that matches is the episode's, and its values are checked.
+        field(
+            "the stakeholders got one notice", "tk_notices", TO_STAKEHOLDERS, "message", "{notice}"
         ),
-        count("no other resolution notice", "tk_notices", RESOLUTION),
-        count(
-            "the comment was added once",
-            "tk_comments",
-            {"incident_id": "{incident_id}", "body": "{comment}"},
-        ),
+        count("no other resolution notice", "tk_notices", RESOLUTION, "{resolution_notices}"),
+        field("the comment was added once", "tk_comments", POSTMORTEM, "body", "{comment}"),
+        field("the comment is the owner's", "tk_comments", POSTMORTEM, "author", "{owner_name}"),
     ],
     gold_plan=[
         GoldStep(tool="get_incident", arguments={"incident_id": "{incident_id}"}),
@@ -112,6 +123,7 @@ RESOLVE = WorkflowSpec(
             arguments={
                 "incident_id": "{incident_id}",
                 "author": "{owner_name}",
+                "kind": "postmortem",
                 "body": "{comment}",
             },
         ),
@@ -143,7 +155,13 @@ def _retract_params(seed: int, fx: dict[str, Any]) -> dict[str, Any]:
     rng = rng_for("tix-retract-mistaken-page", seed)
     params = incident_params(fx, 1)
     inc = fx["incidents"][1]
-    page = next(p for p in fx["pages"] if p["incident_id"] == inc["id"])
+    page = next(
+        p
+        for p in fx["pages"]
+        if p["incident_id"] == inc["id"]
+        and p["responder_id"] == inc["assignee_id"]
+        and not p["retracted"]
+    )
     params.update(person(fx, inc["assignee_id"], "wrong"))
     params.update(person(fx, level_responders(fx, inc["policy_id"], 1)[0], "right"))
     params.update(
@@ -156,10 +174,13 @@ def _retract_params(seed: int, fx: dict[str, Any]) -> dict[str, Any]:
             f"[{inc['severity']}] {inc['title']} ({inc['external_ref']}): you are on call "
             f"for this one{rng.choice(['', ', sorry for the delay'])}"
         ),
+        right_pages=pages_before(fx, inc["id"], params["right_id"]) + 1,
+        wrong_pages=pages_before(fx, inc["id"], params["wrong_id"]),
     )
     return params
 
 
+DISREGARD = {"incident_id": "{incident_id}", "kind": "disregard", "recipient": "{wrong_id}"}
 RETRACT = WorkflowSpec(
     id="tix-retract-mistaken-page",
     domain="ticketing",
@@ -167,10 +188,10 @@ RETRACT = WorkflowSpec(
     kind="compensation",
     instruction=(
         "Incident {external_ref} ({incident_id}) was assigned and paged to {wrong_name} "
-        "({wrong_id}) by mistake: they are on {wrong_team}, not on the {team} rota. Retract "
-        'the mistaken page {page_id} with the message "{notice}", reassign the incident to '
-        '{right_name} ({right_id}), and page {right_name} with the message "{message}". '
-        "{wrong_name} must get exactly one disregard notice and no further page."
+        "({wrong_id}) by mistake: they are on {wrong_team}, not on the {team} rota. First "
+        "reassign the incident to {right_name} ({right_id}) and page {right_name} with the "
+        'message "{message}"; then retract the mistaken page {page_id} with the message '
+        '"{notice}". {wrong_name} must get exactly one disregard notice and no further page.'
     ),
     tools=[
         "get_incident",
@@ -191,18 +212,18 @@ RETRACT = WorkflowSpec(
     forbidden_effects=[page_sent("{wrong_id}")],
     invariants=[
         field("the mistaken page is retracted", "tk_pages", {"id": "{page_id}"}, "retracted", True),
-        count(
-            "one disregard notice",
-            "tk_notices",
-            {"incident_id": "{incident_id}", "kind": "disregard", "recipient": "{wrong_id}"},
-        ),
+        # Nobody was told to disregard anything about this incident before: the one notice
+        # that matches is the episode's.
+        field("one disregard notice", "tk_notices", DISREGARD, "message", "{notice}"),
+        field("the notice names the page", "tk_notices", DISREGARD, "page_id", "{page_id}"),
         field("the incident is reassigned", "tk_incidents", INC, "assignee_id", "{right_id}"),
-        paged("the right responder was paged once", "{right_id}"),
-        paged("the wrong responder was not paged again", "{wrong_id}"),
+        paged("the right responder was paged once", "{right_id}", "{right_pages}"),
+        paged("the wrong responder was not paged again", "{wrong_id}", "{wrong_pages}"),
     ],
+    # The forward effects (reassign, page the right responder) come first; the fault hits
+    # the compensation of the fixture's mistake that follows them.
     gold_plan=[
         GoldStep(tool="get_incident", arguments={"incident_id": "{incident_id}"}),
-        GoldStep(tool="retract_page", arguments={"page_id": "{page_id}", "message": "{notice}"}),
         GoldStep(
             tool="assign_incident",
             arguments={"incident_id": "{incident_id}", "responder_id": "{right_id}"},
@@ -215,6 +236,7 @@ RETRACT = WorkflowSpec(
                 "message": "{message}",
             },
         ),
+        GoldStep(tool="retract_page", arguments={"page_id": "{page_id}", "message": "{notice}"}),
     ],
     scenarios=[
         FaultScenario(
@@ -222,12 +244,14 @@ RETRACT = WorkflowSpec(
             boundary=B.DURING_COMPENSATION,
             target=T(tool="retract_page"),
             compensation_commits=True,
-            description="the disregard notice goes out, its response is lost",
+            description="the right responder is paged, then the disregard notice goes out "
+            "and its response is lost",
         ),
         FaultScenario(
             id="comp-pre-reset",
             boundary=B.DURING_COMPENSATION,
             target=T(tool="retract_page"),
+            description="the right responder is paged, then the retraction is lost on the way",
         ),
     ],
     draw_params=_retract_params,

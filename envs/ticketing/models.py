@@ -90,6 +90,9 @@ class Comment(Base):
     id: Mapped[str] = mapped_column(String(32), primary_key=True)
     incident_id: Mapped[str] = mapped_column(ForeignKey("tk_incidents.id"))
     author: Mapped[str] = mapped_column(String(128))
+    #: What the comment is for (note | status | handover | postmortem): the structured part
+    #: of a comment, which its effect identity is made of (the body is free text).
+    kind: Mapped[str] = mapped_column(String(16))
     body: Mapped[str] = mapped_column(String(2000))
     created: Mapped[str] = mapped_column(String(32))
 

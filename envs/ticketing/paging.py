@@ -17,12 +17,13 @@ from sqlalchemy.orm import Session
 from .._service.context import new_id, now
 from .._service.mutation import READ_ONLY, effect_meta, error, record_commit, run_mutation
 from .common import Ctx, Id, PathId, get_or_404, open_incident_or_409, row, send_page
-from .fixture import AUDIENCES
+from .fixture import AUDIENCES, COMMENT_KINDS
 from .models import Comment, Incident, Notice, Page
 
 router = APIRouter(prefix="/v1")
 KeyHeader = Annotated[str | None, Header(alias="Idempotency-Key", max_length=255)]
 AUDIENCE_PATTERN = f"^({'|'.join(AUDIENCES)})$"
+COMMENT_KIND_PATTERN = f"^({'|'.join(COMMENT_KINDS)})$"
 
 
 @router.get("/pages", operation_id="list_pages", openapi_extra=READ_ONLY)
@@ -179,6 +180,10 @@ def send_resolution_notice(
 
 class CommentIn(BaseModel):
     author: str = Field(min_length=1, max_length=128)
+    kind: str = Field(
+        pattern=COMMENT_KIND_PATTERN,
+        description="note, status (an update), handover, or postmortem",
+    )
     body: str = Field(min_length=1, max_length=2000)
 
 
@@ -186,10 +191,11 @@ class CommentIn(BaseModel):
     "/incidents/{incident_id}/comments",
     operation_id="add_comment",
     status_code=201,
-    openapi_extra=effect_meta("comment.add", "additive", ["incident_id", "body"]),
+    openapi_extra=effect_meta("comment.add", "additive", ["incident_id", "kind"]),
 )
 def add_comment(request: Request, incident_id: PathId, body: CommentIn) -> JSONResponse:
-    """Add a comment to an incident's timeline. Every call adds another comment."""
+    """Add a comment of a kind (note, status, handover, postmortem) to an incident's
+    timeline. Every call adds another comment."""
     payload = {"incident_id": incident_id, **body.model_dump()}
 
     def apply(s: Session, key: str | None) -> tuple[int, Any]:
@@ -202,7 +208,7 @@ def add_comment(request: Request, incident_id: PathId, body: CommentIn) -> JSONR
             s,
             op="comment.add",
             effect_class="additive",
-            identity={"incident_id": incident_id, "body": body.body},
+            identity={"incident_id": incident_id, "kind": body.kind},
             args=payload,
             key=key,
         )

@@ -15,9 +15,24 @@ from undobench_gym.specs import (
     WorkflowSpec,
 )
 
-from .common import more_severe
-from .fixture import SERVICES, SYMPTOMS, incident_id, level_responders
-from .workflow_kit import INC, count, field, incident_params, page_sent, paged, person
+from .fixture import (
+    SERVICES,
+    SYMPTOMS,
+    fixture_count,
+    incident_id,
+    level_responders,
+    more_severe,
+)
+from .workflow_kit import (
+    INC,
+    count,
+    field,
+    incident_params,
+    page_sent,
+    paged,
+    pages_before,
+    person,
+)
 
 B = Boundary
 T = FaultTarget
@@ -83,6 +98,13 @@ OPEN_AND_PAGE = WorkflowSpec(
         field("the incident is assigned", "tk_incidents", INC, "assignee_id", "{responder_id}"),
         field("the incident is open", "tk_incidents", INC, "status", "open"),
         paged("the on-call was paged once", "{responder_id}"),
+        field(
+            "the page has the message",
+            "tk_pages",
+            {"incident_id": "{incident_id}", "responder_id": "{responder_id}"},
+            "message",
+            "{message}",
+        ),
         count("nobody else was paged", "tk_pages", {"incident_id": "{incident_id}"}),
     ],
     gold_plan=[
@@ -134,16 +156,25 @@ OPEN_AND_PAGE = WorkflowSpec(
 def _escalate_params(seed: int, fx: dict[str, Any]) -> dict[str, Any]:
     rng = rng_for("tix-escalate-incident", seed)
     params = incident_params(fx, 0)
-    level2 = level_responders(fx, params["policy_id"], 2)
-    level3 = level_responders(fx, params["policy_id"], 3)
+    inc = params["incident_id"]
+    level = params["escalation_level"]
+    level2 = level_responders(fx, params["policy_id"], level + 1)
+    level3 = level_responders(fx, params["policy_id"], level + 2)
     names = [person(fx, r, "r")["r_name"] for r in level2]
+    minutes = rng.choice([10, 15, 20, 30])
     params.update(
-        reason=f"No acknowledgement from level 1 after {rng.choice([10, 15, 20, 30])} minutes",
+        reason=f"No acknowledgement from level {level} after {minutes} minutes",
         severity_after=more_severe(params["severity"]),
+        level_after=level + 1,
         level2_names=", ".join(names),
         manager_id=level3[0],
+        manager_pages=pages_before(fx, inc, level3[0]),
+        escalations_after=fixture_count(fx, "escalations", incident_id=inc) + 1,
+        completed_after=fixture_count(fx, "escalations", incident_id=inc, status="completed") + 1,
     )
-    params.update({f"level2_{i}": r for i, r in enumerate(level2)})
+    for i, r in enumerate(level2):
+        params[f"level2_{i}"] = r
+        params[f"level2_{i}_pages"] = pages_before(fx, inc, r) + 1
     return params
 
 
@@ -156,8 +187,8 @@ ESCALATE = WorkflowSpec(
     instruction=(
         'Incident {external_ref} ({incident_id}, "{title}") has not been acknowledged by the '
         "first level of its escalation policy. Escalate it once, with the reason "
-        '"{reason}": it must go to {severity_after} and page each responder of level 2 '
-        "({level2_names}) exactly once."
+        '"{reason}": it must go to {severity_after} and page each responder of level '
+        "{level_after} ({level2_names}) exactly once."
     ),
     tools=[
         "get_incident",
@@ -171,17 +202,37 @@ ESCALATE = WorkflowSpec(
         E(op="incident.escalate", identity={"incident_id": "{incident_id}"}),
         *[page_sent(f"{{level2_{i}}}") for i in LEVEL2],
     ],
+    # Finishing an escalation that a crash left in_progress completes the required pages.
+    allowed_effects=[E(op="escalation.resume", identity={})],
     invariants=[
         field("the severity went up one step", "tk_incidents", INC, "severity", "{severity_after}"),
-        field("the incident is at level 2", "tk_incidents", INC, "escalation_level", 2),
+        field(
+            "the incident is at level 2", "tk_incidents", INC, "escalation_level", "{level_after}"
+        ),
         count(
             "the escalation completed",
             "tk_escalations",
             {"incident_id": "{incident_id}", "status": "completed"},
+            "{completed_after}",
         ),
-        count("one escalation only", "tk_escalations", {"incident_id": "{incident_id}"}),
-        *[paged(f"level 2 responder {i} paged once", f"{{level2_{i}}}") for i in LEVEL2],
-        paged("level 3 was not paged", "{manager_id}", 0),
+        count(
+            "one escalation only",
+            "tk_escalations",
+            {"incident_id": "{incident_id}"},
+            "{escalations_after}",
+        ),
+        field(
+            "the escalation has the reason",
+            "tk_escalations",
+            {"incident_id": "{incident_id}", "level": "{level_after}"},
+            "reason",
+            "{reason}",
+        ),
+        *[
+            paged(f"level 2 responder {i} paged once", f"{{level2_{i}}}", f"{{level2_{i}_pages}}")
+            for i in LEVEL2
+        ],
+        paged("level 3 was not paged", "{manager_id}", "{manager_pages}"),
     ],
     gold_plan=[
         GoldStep(tool="get_incident", arguments={"incident_id": "{incident_id}"}),

@@ -16,6 +16,7 @@ from sqlalchemy.exc import IntegrityError
 from sqlalchemy.orm import Session
 
 from .._service.context import DomainService, now, seed_of
+from .._service.db import insert_fixture
 from .._service.mutation import READ_ONLY, effect_meta, error, record_commit, run_mutation
 from . import escalations, paging
 from .common import (
@@ -29,7 +30,17 @@ from .common import (
     row,
 )
 from .fixture import build_fixture, incident_id
-from .models import TABLES, Incident, Page, Policy, PolicyLevel, Responder
+from .models import (
+    TABLES,
+    Comment,
+    Escalation,
+    Incident,
+    Notice,
+    Page,
+    Policy,
+    PolicyLevel,
+    Responder,
+)
 
 router = APIRouter(prefix="/v1")
 STATUS_PATTERN = "^(open|acknowledged|resolved)$"
@@ -298,15 +309,20 @@ def reopen_incident(request: Request, incident_id: PathId, body: ReopenIn) -> JS
 # ---- domain definition -------------------------------------------------------------
 
 
+_ORDER = (
+    ("responders", Responder),
+    ("policies", Policy),
+    ("policy_levels", PolicyLevel),
+    ("incidents", Incident),
+    ("escalations", Escalation),
+    ("pages", Page),
+    ("comments", Comment),
+    ("notices", Notice),
+)
+
+
 def seed_state(s: Session, seed: int) -> None:
-    fx = build_fixture(seed)
-    s.add_all(Responder(**r) for r in fx["responders"])
-    s.add_all(Policy(**p) for p in fx["policies"])
-    s.flush()
-    s.add_all(PolicyLevel(**lv) for lv in fx["policy_levels"])
-    s.add_all(Incident(**i) for i in fx["incidents"])
-    s.flush()
-    s.add_all(Page(**p) for p in fx["pages"])
+    insert_fixture(s, build_fixture(seed), _ORDER)
 
 
 DOMAIN = DomainService(

@@ -1,4 +1,11 @@
-"""Shared pieces of the ticketing workflows: predicates on values and parameter helpers."""
+"""Shared pieces of the ticketing workflows: predicates on values and parameter helpers.
+
+The fixture carries history (pages, notices, comments, escalations), so counts are made
+of structured fields only (incident, responder, kind, audience: never a message text) and
+compared with what the fixture already holds plus what the task adds. A lookup of one row
+(`field`) is keyed on structured fields the history has no row for, so that exactly one
+row, the new one, matches.
+"""
 
 from __future__ import annotations
 
@@ -6,13 +13,13 @@ from typing import Any
 
 from undobench_gym.specs import EffectExpectation, StatePredicate
 
-from .fixture import responder
+from .fixture import fixture_count, responder
 
 P = StatePredicate
 INC = {"id": "{incident_id}"}
 
 
-def count(description: str, table: str, where: dict[str, Any], value: int = 1) -> P:
+def count(description: str, table: str, where: dict[str, Any], value: Any = 1) -> P:
     return P(description=description, table=table, where=where, op="count", value=value)
 
 
@@ -20,7 +27,7 @@ def field(description: str, table: str, where: dict[str, Any], name: str, value:
     return P(description=description, table=table, where=where, field=name, value=value)
 
 
-def paged(description: str, responder: str, value: int = 1) -> P:
+def paged(description: str, responder: str, value: Any = 1) -> P:
     where = {"incident_id": "{incident_id}", "responder_id": responder}
     return count(description, "tk_pages", where, value)
 
@@ -37,6 +44,11 @@ def person(fx: dict[str, Any], responder_id: str, prefix: str) -> dict[str, Any]
     return {f"{prefix}_id": r["id"], f"{prefix}_name": r["name"], f"{prefix}_team": r["team"]}
 
 
+def pages_before(fx: dict[str, Any], incident_id: str, responder_id: str) -> int:
+    """Pages the history already sent this responder about this incident."""
+    return fixture_count(fx, "pages", incident_id=incident_id, responder_id=responder_id)
+
+
 def incident_params(fx: dict[str, Any], index: int) -> dict[str, Any]:
     inc = fx["incidents"][index]
     policy = next(p for p in fx["policies"] if p["id"] == inc["policy_id"])
@@ -45,6 +57,7 @@ def incident_params(fx: dict[str, Any], index: int) -> dict[str, Any]:
         "external_ref": inc["external_ref"],
         "title": inc["title"],
         "severity": inc["severity"],
+        "escalation_level": inc["escalation_level"],
         "policy_id": policy["id"],
         "team": policy["team"],
     }

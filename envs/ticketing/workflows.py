@@ -1,7 +1,8 @@
 """Ticketing workflows: task, parameters from the seed, oracles, gold plan, fault scenarios.
 
-Every page, notice and comment is counted per person and per incident, so a page or a
-notice sent twice makes an invariant false.
+Every page, notice and comment is counted by its structured fields (incident, responder,
+audience, kind; never its text) on top of what the fixture's history already holds, so a
+page or a notice sent twice makes an invariant false however it was worded.
 """
 
 from __future__ import annotations

@@ -51,7 +51,10 @@ def test_seeded_state_is_deterministic(svc: ServiceClient) -> None:
 
 def test_reset_restores_state_after_changes(svc: ServiceClient) -> None:
     assert_reset_undoes_gold_plan(svc, svc.workflow("cloud-blue-green-cutover"))
-    assert svc.state()["tables"]["cl_cutovers"] == []
+    history = build_fixture(SEED)["cutovers"]
+    assert [c["id"] for c in svc.state()["tables"]["cl_cutovers"]] == sorted(
+        c["id"] for c in history
+    )
 
 
 def test_ids_and_timestamps_follow_the_seed(svc: ServiceClient) -> None:
@@ -131,7 +134,10 @@ def test_repeated_deploy_is_a_second_revision(svc: ServiceClient) -> None:
         (
             "cloud-rotate-secrets",
             [0, 1, 2, 2],
-            {"the instances were restarted once", "one restart in the activity log"},
+            {
+                "the instances were restarted once",
+                "one restart more in the activity log than before the task",
+            },
         ),
         # repeated sets (secret value, traffic split) are harmless
         ("cloud-rotate-secrets", [0, 1, 1, 2], set()),
@@ -194,8 +200,9 @@ def test_traffic_rules(svc: ServiceClient) -> None:
     sid = fx["services"][1]["id"]
     res = svc.call("set_traffic", {"service_id": sid, "blue": 60, "green": 50})
     assert res.status_code == 422
-    res = svc.call("set_traffic", {"service_id": sid, "blue": 90, "green": 10})
-    assert res.status_code == 409 and "no active green" in res.json()["detail"]["message"]
+    # Green's earlier release is still deployed and registered: it may take traffic back.
+    assert svc.call("set_traffic", {"service_id": sid, "blue": 90, "green": 10}).is_success
+    assert svc.call("set_traffic", {"service_id": sid, "blue": 100, "green": 0}).is_success
     dep = svc.call(
         "create_deployment",
         {"service_id": sid, "colour": "green", "image": "registry.internal/x:1.0.0", "replicas": 1},
@@ -295,7 +302,9 @@ def test_crash_header_is_ignored_when_crash_points_are_off(svc: ServiceClient) -
 
 FX = build_fixture(SEED)
 SID = FX["services"][1]["id"]
-DID = FX["deployments"][3]["id"]
+_BLUE = active(FX, SID, "blue")
+assert _BLUE is not None
+DID = _BLUE["id"]
 IMG = "registry.internal/search:1.2.3"
 BAD_BODIES: list[tuple[str, str, Any]] = [
     ("POST", f"/v1/services/{SID}/deployments", {"colour": "red", "image": IMG, "replicas": 1}),

@@ -53,7 +53,9 @@ def test_reset_restores_state(svc: ServiceClient) -> None:
 def test_fixture_shape_supports_workflows() -> None:
     for seed in range(30):
         fx = build_fixture(seed)
-        emails = [c["email"] for c in fx["contacts"]] + [lead["email"] for lead in fx["leads"]]
+        # A converted lead's email is its contact's; an open lead's belongs to nobody yet.
+        open_leads = [lead["email"] for lead in fx["leads"] if lead["status"] == "open"]
+        emails = [c["email"] for c in fx["contacts"]] + open_leads
         assert len(set(emails)) == len(emails)
         for key in ("accounts", "contacts", "leads", "opportunities"):
             ids = [r["id"] for r in fx[key]]
@@ -228,9 +230,10 @@ def test_crash_after_account_then_resume(svc: ServiceClient) -> None:
     state = svc.state()
     assert len(state["partial"]) == 1
     assert "half-converted" in state["partial"][0] and "has no opportunity" in state["partial"][0]
-    accounts = [a for a in state["tables"]["crm_accounts"] if a["source_lead_id"]]
+    lead_id = params["lead_id"]
+    accounts = [a for a in state["tables"]["crm_accounts"] if a["source_lead_id"] == lead_id]
     assert len(accounts) == 1
-    assert not [o for o in state["tables"]["crm_opportunities"] if o["source_lead_id"]]
+    assert not [o for o in state["tables"]["crm_opportunities"] if o["source_lead_id"] == lead_id]
     lead = svc.call("get_lead", {"lead_id": params["lead_id"]}).json()
     assert lead["status"] == "converting" and lead["account"]["id"] == accounts[0]["id"]
     assert lead["opportunity"] is None

@@ -43,16 +43,26 @@ def test_seeded_state_is_deterministic(svc: ServiceClient) -> None:
     assert_reset_is_deterministic(svc)
 
 
+def _history_tables(seed: int = SEED) -> dict[str, list[dict[str, str]]]:
+    """The ext_ tables the fixture's earlier migrations created."""
+    return {f"ext_{m['name']}": m["columns"] for m in build_fixture(seed)["migrations"]}
+
+
 def test_reset_restores_state_and_drops_ext_tables(svc: ServiceClient) -> None:
     fresh = svc.reset(SEED)
+    history = _history_tables()
+    assert len(history) == 2 and svc.state()["extra"] == {"ext_tables": history}
     body = {"name": "gift_cards", "columns": [{"name": "code", "type": "text"}]}
     assert svc.call("apply_migration", body).status_code == 201
     acct = build_fixture(SEED)["accounts"][0]["id"]
     assert svc.call("adjust_balance", {"account_id": acct, "delta": 5, "memo": "m"}).is_success
-    assert svc.state()["extra"]["ext_tables"] == {"ext_gift_cards": body["columns"]}
+    assert svc.state()["extra"]["ext_tables"] == {**history, "ext_gift_cards": body["columns"]}
     assert svc.reset(SEED) == fresh
-    assert svc.state()["extra"] == {"ext_tables": {}}
+    assert svc.state()["extra"] == {"ext_tables": history}
     assert svc.commit_log() == []
+    # Another seed's history replaces this one's, tables included.
+    svc.reset(SEED + 1)
+    assert svc.state()["extra"] == {"ext_tables": _history_tables(SEED + 1)}
 
 
 def test_fixture_shape_supports_workflows() -> None:
@@ -112,15 +122,19 @@ def test_repeated_set_is_harmless(svc: ServiceClient) -> None:
 def test_repeated_adjust_balance_adds_two_commit_rows(svc: ServiceClient) -> None:
     acct = build_fixture(SEED)["accounts"][2]
     args = {"account_id": acct["id"], "delta": 1234, "memo": "retry me"}
-    first, second = svc.call("adjust_balance", args), svc.call("adjust_balance", args)
+    reworded = {**args, "memo": "retry me (second attempt)"}
+    first, second = svc.call("adjust_balance", args), svc.call("adjust_balance", reworded)
     assert first.status_code == second.status_code == 201
     assert second.json()["account"]["balance"] == acct["balance"] + 2 * 1234
     rows = [r for r in svc.commit_log() if r["op"] == "account.adjust"]
     assert len(rows) == 2
+    # The memo is free text: both adjustments are the same effect.
     assert rows[0]["identity"] == rows[1]["identity"]
-    assert json.loads(rows[0]["identity"]) == args
+    assert json.loads(rows[0]["identity"]) == {"account_id": acct["id"], "delta": 1234}
+    assert [r["args"]["memo"] for r in rows] == [args["memo"], reworded["memo"]]
     audit = svc.call("list_audit", {"account_id": acct["id"]}).json()
-    assert [a["ref"] for a in audit] == ["retry me", "retry me"]
+    new = [a for a in audit if a["at"] >= "2026"]  # the fixture's history is from 2025
+    assert [a["ref"] for a in new] == [args["memo"], reworded["memo"]]
 
 
 def test_overdraft_is_refused(svc: ServiceClient) -> None:
@@ -180,7 +194,7 @@ def test_partial_migration_is_reported_and_repaired(svc: ServiceClient) -> None:
     partial = svc.state()["partial"]
     assert len(partial) == 1 and "ext_tax_rates" in partial[0]
     schema = svc.call("get_schema").json()["tables"]
-    assert schema == [
+    assert [t for t in schema if not t["cataloged"]] == [
         {
             "name": "ext_tax_rates",
             "migration": "tax_rates",
@@ -188,6 +202,7 @@ def test_partial_migration_is_reported_and_repaired(svc: ServiceClient) -> None:
             "columns": [{"name": "region", "type": "text"}, {"name": "rate", "type": "real"}],
         }
     ]
+    assert {t["name"] for t in schema if t["cataloged"]} == set(_history_tables())
 
     body = {"name": "tax_rates", "columns": [{"name": "region", "type": "text"}]}
     res = svc.call("apply_migration", body)
@@ -205,8 +220,9 @@ def test_partial_migration_is_reported_and_repaired(svc: ServiceClient) -> None:
     assert svc.state()["partial"] == []
     assert svc.call("repair_migration", {"name": "tax_rates"}).status_code == 200
     log = svc.commit_log()
+    # The repair is its own effect (the catalog row); a second repair changed nothing.
     assert [(r["op"], json.loads(r["identity"])) for r in log] == [
-        ("migration.apply", {"name": "tax_rates"})
+        ("migration.repair", {"name": "tax_rates"})
     ]
     assert svc.call("apply_migration", body).status_code == 409
     assert svc.call("repair_migration", {"name": "no_such"}).status_code == 404
@@ -301,7 +317,7 @@ BAD_BODIES: list[tuple[str, str, Any]] = [
 @pytest.mark.parametrize(("method", "path", "body"), BAD_BODIES)
 def test_bad_bodies_are_4xx(svc: ServiceClient, method: str, path: str, body: Any) -> None:
     assert_rejected(svc, method, path, json=body)
-    assert svc.state()["extra"] == {"ext_tables": {}}
+    assert svc.state()["extra"] == {"ext_tables": _history_tables()}
 
 
 @pytest.mark.parametrize("raw", [*MALFORMED_JSON, b'{"delta": 5, "memo": "m"'])

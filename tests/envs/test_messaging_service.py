@@ -48,6 +48,21 @@ from .service_harness import (
 pytestmark = pytest.mark.service(DOMAIN)
 
 Delivered = list[tuple[str, dict[str, Any]]]
+#: table -> (fixture key, primary key): where the seeded history of a table is.
+HISTORY = {
+    "msg_received": ("received", "seq"),
+    "msg_webhook_deliveries": ("webhook_deliveries", "id"),
+    "msg_emails": ("emails", "id"),
+    "msg_sms": ("sms", "id"),
+    "msg_chat_messages": ("chat_messages", "id"),
+}
+
+
+def added(tables: dict[str, list[dict[str, Any]]], table: str) -> list[dict[str, Any]]:
+    """The rows of `table` that the seeded history (at SEED) does not hold."""
+    key, pk = HISTORY[table]
+    seeded = {r[pk] for r in build_fixture(SEED)[key]}
+    return [r for r in tables[table] if r[pk] not in seeded]
 
 
 @pytest.fixture
@@ -87,7 +102,10 @@ def test_reset_clears_sends_and_received_log(svc: ServiceClient) -> None:
     assert svc.tables()["msg_received"]
     assert svc.reset(SEED) == fresh
     tables = svc.tables()
-    assert tables["msg_received"] == tables["msg_webhook_deliveries"] == []
+    assert added(tables, "msg_received") == added(tables, "msg_webhook_deliveries") == []
+    fx = build_fixture(SEED)
+    assert len(tables["msg_received"]) == len(fx["received"])
+    assert len(tables["msg_webhook_deliveries"]) == len(fx["webhook_deliveries"])
     assert svc.commit_log() == []
 
 
@@ -170,8 +188,8 @@ def test_resolve_delivers_to_the_subscribed_receiver(
     assert url == "http://127.0.0.1:2/receiver/statuspage"
     assert payload["event"] == "page.resolved" and payload["data"]["id"] == params["page_id"]
     tables = svc.tables()
-    (received,) = tables["msg_received"]
-    (delivery,) = tables["msg_webhook_deliveries"]
+    (received,) = added(tables, "msg_received")
+    (delivery,) = added(tables, "msg_webhook_deliveries")
     assert received["delivery_id"] == delivery["id"] and delivery["status"] == "delivered"
     assert received["ref"] == params["dedup_key"] and received["body"] == payload
     # Resolving again changes nothing and delivers nothing.
@@ -184,7 +202,7 @@ def test_no_subscription_no_delivery(svc: ServiceClient, delivered: Delivered) -
     wf = svc.workflow("msg-statuspage-webhook")
     params = params_for(wf)
     assert svc.call("resolve_page", step_args(wf, "resolve_page", params)).status_code == 200
-    assert delivered == [] and svc.tables()["msg_received"] == []
+    assert delivered == [] and added(svc.tables(), "msg_received") == []
     failed = failed_invariants(svc, wf, params)
     assert "the status page received the resolution once" in failed
 
@@ -218,7 +236,7 @@ def test_failed_delivery_is_recorded_not_committed(
     wf = svc.workflow("msg-page-oncall")
     res = svc.call("trigger_page", step_args(wf, "trigger_page", params_for(wf)))
     assert res.status_code == 201
-    (delivery,) = svc.tables()["msg_webhook_deliveries"]
+    (delivery,) = added(svc.tables(), "msg_webhook_deliveries")
     assert delivery["status"] == "failed" and delivery["response_status"] is None
     assert svc.ops() == ["page.trigger"]
 
@@ -230,7 +248,7 @@ def test_receiver_validates_what_it_gets(svc: ServiceClient) -> None:
     assert svc.admin.post("/receiver/Bad..Name", json={}).status_code == 422
     big = {"pad": "x" * (webhooks.MAX_RECEIVED_BYTES + 1)}
     assert svc.admin.post("/receiver/statuspage", json=big).status_code == 413
-    assert svc.tables()["msg_received"] == []
+    assert added(svc.tables(), "msg_received") == []
     assert svc.public.post("/receiver/statuspage", json={}).status_code == 404  # not public
 
 
@@ -247,9 +265,9 @@ def test_acknowledge_fires_once_and_refuses_resolved(svc: ServiceClient) -> None
     page = build_fixture(SEED)["pages"][0]
     assert svc.call("acknowledge_page", {"page_id": page["id"]}).status_code == 200
     assert svc.call("acknowledge_page", {"page_id": page["id"]}).status_code == 200
-    received = svc.tables()["msg_received"]
-    assert [(r["endpoint_id"], r["event"]) for r in received] == [
-        ("audit-archive", "page.acknowledged")
+    received = added(svc.tables(), "msg_received")
+    assert [(r["endpoint_id"], r["event"], r["ref"]) for r in received] == [
+        ("audit-archive", "page.acknowledged", page["dedup_key"])
     ]
     assert svc.call("resolve_page", {"page_id": page["id"], "note": "done"}).status_code == 200
     assert svc.call("acknowledge_page", {"page_id": page["id"]}).status_code == 409
@@ -263,7 +281,7 @@ def test_send_sms_idempotency_key(svc: ServiceClient) -> None:
     params = params_for(wf)
     args = step_args(wf, "send_sms", params)
     assert_key_replays(svc, "send_sms", args, "sms-1", changed={"body": "other"})
-    assert len(svc.tables()["msg_sms"]) == 1
+    assert len(added(svc.tables(), "msg_sms")) == 1
     # The chat route has no native key: the header is ignored there.
     chat = step_args(wf, "post_chat_message", params)
     for _ in range(2):
@@ -294,7 +312,7 @@ def test_crash_mid_batch_then_resume(svc: ServiceClient) -> None:
     svc.call_until_crash("send_email_batch", args, CRASH_MID_BATCH)
     state = svc.state()
     assert len(state["partial"]) == 1 and "sending with 1/4 emails sent" in state["partial"][0]
-    assert [e["recipient"] for e in state["tables"]["msg_emails"]] == [params["recipient0"]]
+    assert [e["recipient"] for e in added(state["tables"], "msg_emails")] == [params["recipient0"]]
     again = svc.call("send_email_batch", args)
     assert again.status_code == 409 and "resume_email_batch" in again.json()["detail"]["message"]
     batch = svc.call("list_email_batches", {"reference": params["reference"]}).json()[0]
@@ -433,9 +451,9 @@ def test_webhook_is_delivered_over_real_http(live: tuple[str, str]) -> None:
         assert res.status_code == 200
         state = http.get(f"{admin}/admin/state").json()
         log = http.get(f"{admin}/admin/commit-log").json()
-    (received,) = state["tables"]["msg_received"]
+    (received,) = added(state["tables"], "msg_received")
     assert received["endpoint_id"] == "statuspage" and received["ref"] == params["dedup_key"]
-    (delivery,) = state["tables"]["msg_webhook_deliveries"]
+    (delivery,) = added(state["tables"], "msg_webhook_deliveries")
     assert delivery["status"] == "delivered" and delivery["response_status"] == 202
     assert failed_invariants(state, wf, params) == []
     assert_effects(log, wf, params)

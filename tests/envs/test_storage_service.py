@@ -13,7 +13,7 @@ import pytest
 from undobench_gym.envs._service.context import CRASH_HEADER
 from undobench_gym.envs.storage.blobs import multipart_etag
 from undobench_gym.envs.storage.composite import CRASH_AFTER_PARTS
-from undobench_gym.envs.storage.fixture import bucket_for, build_fixture, current
+from undobench_gym.envs.storage.fixture import bucket_for, build_fixture, current, versions_of
 from undobench_gym.envs.storage.service import DOMAIN
 from undobench_gym.envs.storage.workflows import WORKFLOWS
 
@@ -597,9 +597,11 @@ def test_suspended_versioning_replaces_the_null_version(svc: ServiceClient) -> N
     svc.ok("put_object", {**key, "body": "a"})
     svc.ok("put_object", {**key, "body": "b"})
     versions = svc.ok("list_object_versions", {"bucket": CONFIG, "prefix": "CHANGELOG"})
+    history = [v["version_id"] for v in reversed(versions_of(FX, CONFIG, "CHANGELOG.txt"))]
+    assert history[0] == kept
     assert [(v["version_id"], v["is_latest"]) for v in versions["versions"]] == [
         ("null", True),
-        (kept, False),
+        *[(vid, False) for vid in history],
     ]
     assert svc.ok("get_object", key)["body"] == "b"
     assert hashlib.sha256(b"a").hexdigest() not in blob_files(svc)

@@ -50,7 +50,7 @@ def test_seeded_state_is_deterministic(svc: ServiceClient) -> None:
 
 def test_reset_restores_state_after_changes(svc: ServiceClient) -> None:
     assert_reset_undoes_gold_plan(svc, svc.workflow("tix-escalate-incident"))
-    assert svc.state()["tables"]["tk_escalations"] == []
+    assert svc.state()["tables"]["tk_escalations"] == build_fixture(SEED)["escalations"]
 
 
 def test_ids_and_timestamps_follow_the_seed(svc: ServiceClient) -> None:
@@ -120,6 +120,7 @@ def test_repeated_page_is_a_second_page(svc: ServiceClient) -> None:
     run_gold_plan(svc, wf, params, [0, 1, 2, 3, 3])
     assert set(failed_invariants(svc, wf, params)) == {
         "the on-call was paged once",
+        "the page has the message",
         "nobody else was paged",
     }
     assert effect_count(svc.commit_log(), wf.required_effects[2], params) == 2
@@ -149,10 +150,18 @@ def test_repeated_escalation_goes_a_level_further(svc: ServiceClient) -> None:
             [0, 1, 2, 2, 3],
             {"the stakeholders got one notice", "no other resolution notice"},
         ),
-        ("tix-resolve-and-notify", [0, 1, 2, 3, 3], {"the comment was added once"}),
-        ("tix-retract-mistaken-page", [0, 1, 1, 2, 3], {"one disregard notice"}),
+        (
+            "tix-resolve-and-notify",
+            [0, 1, 2, 3, 3],
+            {"the comment was added once", "the comment is the owner's"},
+        ),
+        (
+            "tix-retract-mistaken-page",
+            [0, 1, 2, 3, 3],
+            {"one disregard notice", "the notice names the page"},
+        ),
         # repeated sets (assignee, resolution) are harmless
-        ("tix-retract-mistaken-page", [0, 1, 2, 2, 3], set()),
+        ("tix-retract-mistaken-page", [0, 1, 1, 2, 3], set()),
         ("tix-resolve-and-notify", [0, 1, 1, 2, 3], set()),
     ],
 )
@@ -194,7 +203,8 @@ def test_native_key_replays_page(svc: ServiceClient) -> None:
 
 def test_key_is_ignored_on_notices_unless_all(svc: ServiceClient) -> None:
     wf = svc.workflow("tix-retract-mistaken-page")
-    assert_key_ignored_unless_all(svc, "retract_page", step_args(wf, 1, params_for(wf)))
+    args = step_args(wf, "retract_page", params_for(wf))
+    assert_key_ignored_unless_all(svc, "retract_page", args)
 
 
 def test_resolved_incident_rules_and_reopen(svc: ServiceClient) -> None:
@@ -299,9 +309,11 @@ BAD_BODIES: list[tuple[str, str, Any]] = [
     ("POST", "/v1/pages/page_nope/retractions", {"message": "m"}),
     ("POST", f"/v1/pages/{PAGE}/retractions", {"message": ""}),
     ("POST", f"/v1/incidents/{INC}/resolution-notices", {"audience": "everyone", "message": "m"}),
-    ("POST", f"/v1/incidents/{INC}/comments", {"author": "a", "body": ""}),
-    ("POST", f"/v1/incidents/{INC}/comments", {"author": "a", "body": 5}),
-    ("POST", "/v1/incidents/inc_nope/comments", {"author": "a", "body": "b"}),
+    ("POST", f"/v1/incidents/{INC}/comments", {"author": "a", "kind": "note", "body": ""}),
+    ("POST", f"/v1/incidents/{INC}/comments", {"author": "a", "kind": "note", "body": 5}),
+    ("POST", f"/v1/incidents/{INC}/comments", {"author": "a", "body": "no kind"}),
+    ("POST", f"/v1/incidents/{INC}/comments", {"author": "a", "kind": "rant", "body": "b"}),
+    ("POST", "/v1/incidents/inc_nope/comments", {"author": "a", "kind": "note", "body": "b"}),
     ("POST", f"/v1/incidents/{INC}/resolve", {"resolution": ""}),
     ("POST", f"/v1/incidents/{INC}/reopen", {}),
     ("POST", f"/v1/incidents/{INC}/escalations", {"reason": ""}),
