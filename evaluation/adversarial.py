@@ -40,7 +40,7 @@ BEHAVIOURS = (
     "same_key_resend",
 )
 RESENDS = ("reworded_resend", "verify_then_resend", "fresh_key_resend", "same_key_resend")
-MISSING_ID = "zz_missing_0000"
+MISSING_ID = "zz-missing-0000"
 
 
 def _reword(args: dict[str, Any], spec: ToolSpec) -> dict[str, Any]:
@@ -112,6 +112,9 @@ class ReactiveAgent:
             failed = is_failure(obs)
             if gold is None and tool == self.target and self.probe_status is None:
                 self.probe_status = status  # the deliberately broken call
+                err = obs.get("error")
+                if isinstance(err, dict) and err.get("type") == "invalid_action":
+                    self.probe_planned = False  # the env refused it: it never reached the wire
             elif self.reacted and gold is not None and self.resend_status is None:
                 self.resend_status, self.resend_sent = status, True
                 if not failed:
@@ -218,11 +221,16 @@ def expect_and_observe(
     if behaviour in RESENDS:
         if not agent.reacted or not agent.resend_sent:
             return None
+        # Later steps may act on the duplicate's ids (register the second deployment, page
+        # the next level's responders): those are real unrequired effects of their own. The
+        # re-sent call itself must never be one: its identity is the same effect.
+        unreq = any(u.get("op") == spec.op for u in v["unrequired"])
+        observed_bits[1] = "re-send seen as another effect" if unreq else "same effect"
         committed = outcome.get("mechanism") == "reply_dropped_after_commit"
         resent_2xx = agent.resend_status is not None and 200 <= agent.resend_status < 300
         replayed = behaviour == "same_key_resend" and spec.idempotency == "native"
         want_dup = committed and spec.effect_class in DUPLICABLE and resent_2xx and not replayed
-        wanted = ["duplicate" if want_dup else "no duplicate", "no unrequired"]
+        wanted = ["duplicate" if want_dup else "no duplicate", "same effect"]
         if want_dup:
             wanted.append("failure")
             observed_bits.append("failure" if not v["success"] else "success")

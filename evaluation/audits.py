@@ -61,14 +61,14 @@ def _calls(episode: dict[str, Any]) -> list[str | None]:
 
 
 @cache
-def _target(workflow: str, scenario: str) -> tuple[int | None, str | None, int] | None:
+def _target(workflow: str, scenario: str) -> tuple[str, int] | None:
     try:
         from undobench_gym.catalog import find_workflow
 
         t = find_workflow(workflow).scenario(scenario).target
     except Exception:  # not in this catalogue (imported rows, a removed scenario)
         return None
-    return t.call_index, t.tool, t.nth
+    return t.tool, t.nth
 
 
 def audit_fired(pairs: list[Pair]) -> Audit:
@@ -89,12 +89,7 @@ def audit_fired(pairs: list[Pair]) -> Audit:
             continue
         target = _target(str(p.get("workflow")), str(p.get("scenario")))
         calls = _calls(p["fault"])
-        if target is None:
-            reached = None
-        elif target[0] is not None:
-            reached = len(calls) >= target[0]
-        else:
-            reached = calls.count(target[1]) >= target[2]
+        reached = None if target is None else calls.count(target[0]) >= target[1]
         if reached or (reached is not None and p.get("agent") in GOLD_AGENTS):
             a.counts["not_fired_defect"] += 1
             why = "target call reached" if reached else "the gold plan never reaches the target"

@@ -4,7 +4,11 @@
   bootstrap interval (Wilson where the bootstrap is undefined);
 - competence_vs_recovery.png: per task and method, control rate (competence) against
   CRSR (recovery given competence);
-- effect_layers.png: mean physical / committed / semantic effects per fault run, per method.
+- effect_layers.png: mean physical / committed / semantic effects per fault run, per method;
+- recovery_as_planned.png: per method, CRSR over all pairs and over the pairs whose fault
+  happened as planned, CRSR_aware, DER and UER (as planned), with the excluded counts.
+
+Recovery metrics are conditioned as in the summary (decided once for the run).
 """
 
 from __future__ import annotations
@@ -12,9 +16,23 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
-from .metrics import INDICATORS, Pair, is_infra_error, rate
+from .errors import Unsupported
+from .metrics import Pair, conditioning, conditioning_applies, indicator, is_infra_error, rate
 
-PLOTS = ("crsr_by_method_boundary.png", "competence_vs_recovery.png", "effect_layers.png")
+PLOTS = (
+    "crsr_by_method_boundary.png",
+    "competence_vs_recovery.png",
+    "effect_layers.png",
+    "recovery_as_planned.png",
+)
+#: (label, metric, conditioned) bars of recovery_as_planned.png.
+BARS = (
+    ("crsr (all pairs)", "crsr", False),
+    ("crsr (as planned)", "crsr", True),
+    ("crsr_aware (as planned)", "crsr_aware", True),
+    ("der (as planned)", "der", True),
+    ("uer (as planned)", "uer", True),
+)
 LAYERS = ("physical", "committed", "semantic")
 
 
@@ -34,10 +52,15 @@ def _group(pairs: list[Pair], *keys: str) -> dict[tuple[str, ...], list[Pair]]:
     return dict(sorted(out.items()))
 
 
-def _point(pairs: list[Pair], metric: str) -> float | None:
+def _point(pairs: list[Pair], metric: str, condition: bool) -> float | None:
+    """The point estimate, or None when undefined or unsupported by the records."""
+    ind = indicator(metric, condition)
     num = den = 0
     for p in pairs:
-        n, d = INDICATORS[metric](p)
+        try:
+            n, d = ind(p)
+        except Unsupported:
+            return None
         num, den = num + int(n and d), den + int(d)
     return num / den if den else None
 
@@ -48,7 +71,7 @@ def _empty(ax: Any, text: str) -> None:
     ax.set_yticks([])
 
 
-def _crsr(plt: Any, pairs: list[Pair], path: Path) -> None:
+def _crsr(plt: Any, pairs: list[Pair], path: Path, condition: bool) -> None:
     cells = _group(pairs, "method", "boundary")
     methods = sorted({m for m, _ in cells})
     boundaries = sorted({b for _, b in cells})
@@ -60,7 +83,7 @@ def _crsr(plt: Any, pairs: list[Pair], path: Path) -> None:
         for i, method in enumerate(methods):
             if (method, boundary) not in cells:
                 continue
-            r = rate(cells[(method, boundary)], "crsr")
+            r = rate(cells[(method, boundary)], "crsr", condition=condition)
             if r["value"] is None:
                 continue
             ci = r["bootstrap"] or r["wilson"]
@@ -84,7 +107,8 @@ def _crsr(plt: Any, pairs: list[Pair], path: Path) -> None:
     if drawn:
         ax.set_xticks(range(len(methods)), methods)
         ax.set_ylim(0, 1.05)
-        ax.set_ylabel("CRSR = C / D (95% task-clustered bootstrap)")
+        scope = "faults as planned" if condition else "all pairs"
+        ax.set_ylabel(f"CRSR = C / D, {scope} (95% task-clustered bootstrap)")
         ax.legend(title="boundary", fontsize="small")
     else:
         _empty(ax, "CRSR undefined: no control succeeded")
@@ -94,7 +118,7 @@ def _crsr(plt: Any, pairs: list[Pair], path: Path) -> None:
     plt.close(fig)
 
 
-def _competence(plt: Any, pairs: list[Pair], path: Path) -> None:
+def _competence(plt: Any, pairs: list[Pair], path: Path, condition: bool) -> None:
     fig, ax = plt.subplots(figsize=(6.5, 5.5))
     by_method = _group(pairs, "method")
     markers = "os^DvP*X"
@@ -102,7 +126,7 @@ def _competence(plt: Any, pairs: list[Pair], path: Path) -> None:
         dx = 0.012 * (m - (len(by_method) - 1) / 2)  # methods often coincide: spread them
         pts = []
         for (task,), cell in _group(group, "workflow").items():
-            x, y = _point(cell, "control_rate"), _point(cell, "crsr")
+            x, y = _point(cell, "control_rate", condition), _point(cell, "crsr", condition)
             if x is not None and y is not None:
                 pts.append((x + dx, y, task))
         if pts:
@@ -156,11 +180,50 @@ def _layers(plt: Any, pairs: list[Pair], path: Path) -> None:
     plt.close(fig)
 
 
+def _as_planned(plt: Any, pairs: list[Pair], path: Path, applied: bool) -> None:
+    valid = [p for p in pairs if not is_infra_error(p)]
+    by_method = _group(valid, "method")
+    fig, ax = plt.subplots(figsize=(max(6.5, 1.6 * len(by_method)), 4.8))
+    width = 0.8 / len(BARS)
+    drawn = False
+    for j, (label, metric, conditioned) in enumerate(BARS):
+        xs, ys = [], []
+        for i, group in enumerate(by_method.values()):
+            y = _point(group, metric, applied and conditioned)
+            if y is not None:
+                xs.append(i + (j - (len(BARS) - 1) / 2) * width)
+                ys.append(y)
+        if xs:
+            drawn = True
+            ax.bar(xs, ys, width * 0.9, label=label)
+    block, excluded = conditioning(pairs, applied)
+    if block["applied"]:
+        shown = ", ".join(f"{k} {v}" for k, v in excluded.items() if v)
+        note = (
+            f"as planned: {block['as_planned']} of {len(pairs)} pairs; excluded: {shown or 'none'}"
+        )
+    else:
+        note = "conditioning not applied: fault_outcome not recorded"
+    if drawn:
+        ax.set_xticks(range(len(by_method)), [m for (m,) in by_method])
+        ax.set_ylim(0, 1.3)
+        ax.set_ylabel("rate")
+        ax.legend(fontsize="small", ncol=3, loc="upper center")
+    else:
+        _empty(ax, "no recovery metric defined")
+    ax.set_title(f"Recovery where the fault happened as planned\n{note}", fontsize="medium")
+    fig.tight_layout()
+    fig.savefig(path, dpi=110)
+    plt.close(fig)
+
+
 def write_plots(pairs: list[Pair], out: Path) -> list[Path]:
     plt = _pyplot()
     valid = [p for p in pairs if not is_infra_error(p)]
+    applied = conditioning_applies(valid)
     paths = [out / name for name in PLOTS]
-    _crsr(plt, valid, paths[0])
-    _competence(plt, valid, paths[1])
+    _crsr(plt, valid, paths[0], applied)
+    _competence(plt, valid, paths[1], applied)
     _layers(plt, valid, paths[2])
+    _as_planned(plt, pairs, paths[3], applied)
     return paths

@@ -4,8 +4,12 @@ One CSV row is one pair; it becomes one trial record with the reference's own co
 methods (`recovery_code`), models (`model_code`) and frameworks (`framework_code`). What
 the rows support, per the contract: D from `ctrl_success`, F from `fault_success`,
 duplicates from `duplicate_effects > 0`, missing from `missing_effects > 0`. Everything
-else (forbidden effects, re-issues, whether the fault fired, transcripts, wire and commit
-logs) is null, so the metrics that need it are reported as null, never guessed.
+else (forbidden, unrequired and partial effects, re-issues, whether the fault fired,
+transcripts, wire and commit logs) is null, so the metrics that need it are reported as
+null, never guessed. The rows have no `fault_outcome` and no `finish_status` (the fields
+are left out, not null: a null finish status would mean "truncated"), so conditioning on
+faults that happened as planned does not apply and the aware rates are unsupported
+wherever the fault run succeeded: the summary says so.
 `committed_mutations` is always 0 in the reference (a known defect): also null here.
 """
 
@@ -82,7 +86,17 @@ def study_of(path: Path) -> str:
 
 def _episode(success: bool, wall_ms: float | None, **effects: int | None) -> dict[str, Any]:
     fx: dict[str, int | None] = dict.fromkeys(
-        ("physical", "committed", "semantic", "duplicates", "missing", "forbidden"), None
+        (
+            "physical",
+            "committed",
+            "semantic",
+            "duplicates",
+            "missing",
+            "forbidden",
+            "unrequired",
+            "partial",
+        ),
+        None,
     )
     fx["reissued_after_commit"] = None
     fx.update(effects)

@@ -1,27 +1,46 @@
 """Write summary.json, summary.csv, metrics.csv, report.md and plots from trials.jsonl.
 
-summary.csv is the long table the contract names (one row per group and metric, with all
-intervals); metrics.csv keeps the earlier wide table (one row per group, point estimates).
+summary.csv is the long table the contract names (one row per group, metric and scope,
+with all intervals: scope `as_planned` for a recovery metric over the pairs whose fault
+happened as planned, `all` for all valid pairs, `infra_as_failure` for the sensitivity
+row); metrics.csv keeps the wide table (one row per group, point estimates), with the
+unconditioned figures (`unconditioned.<metric>`) and the excluded counts beside them.
 """
 
 from __future__ import annotations
 
 import csv
 import json
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
 from undobench_gym.executors.meta import META_FILE, retry_counts
 from undobench_gym.trials import read_trials
 
-from .metrics import INDICATORS, Pair, is_infra_error, rate
-from .summary import TOST_MARGIN, summarize
+from .metrics import (
+    CONDITIONED,
+    EXCLUSION_REASONS,
+    INDICATORS,
+    SENSITIVITY_METRICS,
+    Pair,
+    is_infra_error,
+    rate,
+)
+from .summary import TOST_MARGIN, coin, mechanism, summarize
 
 COLUMNS = ("N", "D", "F", "C", *INDICATORS)
+EXTRA_COLUMNS = (
+    "as_planned",
+    *(f"excluded.{r}" for r in EXCLUSION_REASONS),
+    "excluded.other",
+    *(f"unconditioned.{m}" for m in CONDITIONED),
+)
 LONG_COLUMNS = (
     "group",
     "value",
     "metric",
+    "scope",
     "estimate",
     "num",
     "den",
@@ -34,16 +53,39 @@ LONG_COLUMNS = (
     "empty_resamples",
     "reason",
 )
-HEADLINE = ("control_rate", "rsr", "crsr", "der", "mer", "eor", "unknown_outcome_rate")
+HEADLINE = (
+    "control_rate",
+    "rsr",
+    "crsr",
+    "rsr_aware",
+    "crsr_aware",
+    "der",
+    "uer",
+    "mer",
+    "eor",
+    "abstention_rate",
+    "unknown_outcome_rate",
+)
+#: Shown as planned and over all pairs side by side in the conditioning table.
+SIDE_BY_SIDE = ("rsr", "crsr", "crsr_aware", "der", "uer", "abstention_rate")
 PASS_K_SHOWN = (1, 2, 3, 5, 10, 20)
-CROSS = ("control_rate", "crsr", "der")
+CROSS = ("control_rate", "crsr", "crsr_aware", "der", "uer")
+CROSS_KEYS: dict[str, Callable[[Pair], Any]] = {
+    "model": lambda p: p.get("model"),
+    "boundary": lambda p: p.get("boundary"),
+    "mechanism": mechanism,
+    "coin": coin,
+}
+
+
+def _num(value: Any) -> str:
+    return "null" if value is None else f"{value:.3f}"
 
 
 def _cell(value: Any) -> str:
     if isinstance(value, dict):
-        v = value["value"]
-        return "null" if v is None else f"{v:.3f}"
-    return str(value)
+        return _num(value["value"])
+    return "null" if value is None else str(value)
 
 
 def _ci(ci: list[float] | None) -> str:
@@ -61,38 +103,67 @@ def _rows(summary: dict[str, Any]) -> list[tuple[str, str, dict[str, Any]]]:
     return rows
 
 
+def _other(excluded: dict[str, Any]) -> int:
+    return sum(v or 0 for k, v in excluded.items() if k not in EXCLUSION_REASONS)
+
+
+def _extra(m: dict[str, Any]) -> list[str]:
+    ex = m["excluded"]
+    return [
+        _cell(m["conditioning"]["as_planned"]),
+        *(_cell(ex.get(r)) for r in EXCLUSION_REASONS),
+        str(_other(ex)),
+        *(_cell(m["unconditioned"][k]) for k in CONDITIONED),
+    ]
+
+
+def _long(group: str, name: str, metric: str, scope: str, r: dict[str, Any]) -> list[Any]:
+    cis = [r.get(k) or [None, None] for k in ("wilson", "bootstrap", "bca")]
+    return (
+        [group, name, metric, scope, r["value"], r["num"], r["den"]]
+        + [x for ci in cis for x in ci]
+        + [r.get("empty_resamples"), r.get("reason")]
+    )
+
+
 def _write_csvs(out: Path, summary: dict[str, Any]) -> None:
     with (out / "metrics.csv").open("w", newline="") as fh:
         w = csv.writer(fh)
-        w.writerow(["group", "value", *COLUMNS])
+        w.writerow(["group", "value", *COLUMNS, *EXTRA_COLUMNS])
         for group, name, m in _rows(summary):
-            w.writerow([group, name, *(_cell(m[c]) for c in COLUMNS)])
+            w.writerow([group, name, *(_cell(m[c]) for c in COLUMNS), *_extra(m)])
     with (out / "summary.csv").open("w", newline="") as fh:
         w = csv.writer(fh)
         w.writerow(LONG_COLUMNS)
         for group, name, m in _rows(summary):
+            applied = m["conditioning"]["applied"]
             for metric in INDICATORS:
-                r = m[metric]
-                cis = [r.get(k) or [None, None] for k in ("wilson", "bootstrap", "bca")]
-                w.writerow(
-                    [group, name, metric, r["value"], r["num"], r["den"]]
-                    + [x for ci in cis for x in ci]
-                    + [r.get("empty_resamples"), r.get("reason")]
-                )
+                conditioned = applied and metric in CONDITIONED
+                scope = "as_planned" if conditioned else "all"
+                w.writerow(_long(group, name, metric, scope, m[metric]))
+                if conditioned:
+                    w.writerow(_long(group, name, metric, "all", m["unconditioned"][metric]))
+        sens = summary["sensitivity"]["infra_as_failure"]
+        for name, s in [("all", sens["overall"]), *sens["method"].items()]:
+            for metric in SENSITIVITY_METRICS:
+                row = _long("sensitivity", name, metric, "infra_as_failure", s[metric])
+                w.writerow(row)
 
 
-def _cross(pairs: list[Pair], key: str) -> list[str]:
-    """Competence, recovery and duplicates by method and `key`, with intervals."""
+def _cross(pairs: list[Pair], key: str, condition: bool) -> list[str]:
+    """Competence, recovery and harm by method and `key`, with intervals."""
     cells: dict[tuple[str, str], list[Pair]] = {}
     for p in pairs:
-        cells.setdefault((str(p.get("method")), str(p.get(key))), []).append(p)
+        value = CROSS_KEYS[key](p)
+        if value is not None:
+            cells.setdefault((str(p.get("method")), str(value)), []).append(p)
     lines = [
         f"| method | {key} | metric | value | num/den | Wilson | cluster bootstrap | BCa |",
         "|---|---|---|---|---|---|---|---|",
     ]
     for (method, value), cell in sorted(cells.items()):
         for metric in CROSS:
-            r = rate(cell, metric)
+            r = rate(cell, metric, condition=condition)
             lines.append(
                 f"| {method} | {value} | {metric} | {_cell(r)} | {r['num']}/{r['den']} "
                 f"| {_ci(r['wilson'])} | {_ci(r['bootstrap'])} | {_ci(r['bca'])} |"
@@ -100,16 +171,153 @@ def _cross(pairs: list[Pair], key: str) -> list[str]:
     return lines
 
 
+def _excluded_text(m: dict[str, Any]) -> str:
+    ex = m["excluded"]
+    return ", ".join(f"{k} {_cell(v)}" for k, v in ex.items())
+
+
+def _conditioning_lines(summary: dict[str, Any]) -> list[str]:
+    o = summary["overall"]
+    cond = o["conditioning"]
+    if cond["applied"]:
+        head = (
+            f"Recovery metrics ({', '.join(CONDITIONED)}) are over the {cond['as_planned']} "
+            f"pairs whose fault happened as planned (D = {cond['D']}, F = {cond['F']}, "
+            f"C = {cond['C']}); excluded: {_excluded_text(o)}."
+        )
+    else:
+        head = f"Conditioning {cond['reason']}; excluded: {_excluded_text(o)}."
+    if cond["applied"] and cond["reason"]:
+        head += f" Note: {cond['reason']}."
+    cols = [f"{m} | {m} (all)" for m in SIDE_BY_SIDE]
+    reasons = [*EXCLUSION_REASONS, "other"]
+    lines = [
+        head,
+        "",
+        "## Conditioning: pairs whose fault happened as planned vs all pairs",
+        "",
+        "| group | value | N | as planned | "
+        + " | ".join(reasons)
+        + " | "
+        + " | ".join(cols)
+        + " |",
+        "|" + "---|" * (4 + len(reasons) + 2 * len(SIDE_BY_SIDE)),
+    ]
+    for group, name, m in _rows(summary):
+        ex = m["excluded"]
+        counts = [_cell(ex.get(r)) for r in EXCLUSION_REASONS] + [str(_other(ex))]
+        values = [f"{_cell(m[k])} | {_cell(m['unconditioned'][k])}" for k in SIDE_BY_SIDE]
+        lines.append(
+            f"| {group} | {name} | {m['N']} | {_cell(m['conditioning']['as_planned'])} | "
+            + " | ".join(counts)
+            + " | "
+            + " | ".join(values)
+            + " |"
+        )
+    return lines
+
+
+def _sensitivity_lines(summary: dict[str, Any]) -> list[str]:
+    sens = summary["sensitivity"]["infra_as_failure"]
+    o = sens["overall"]
+    lines = [
+        "",
+        "## Sensitivity: infrastructure errors counted as fault failures",
+        "",
+        f"{o['infra_errors_counted']} pairs were excluded as infrastructure errors; here they "
+        "count as fault failures in every denominator (control as recorded).",
+        "",
+        "| method | N | "
+        + " | ".join(f"{m} (main → sensitivity)" for m in SENSITIVITY_METRICS)
+        + " |",
+        "|---|---|" + "---|" * len(SENSITIVITY_METRICS),
+    ]
+    main = {"all": summary["overall"], **summary["by"]["method"]}
+    for name, s in [("all", o), *sens["method"].items()]:
+        cells = [f"{_cell(main[name][k])} → {_cell(s[k])}" for k in SENSITIVITY_METRICS]
+        lines.append(f"| {name} | {s['N']} | " + " | ".join(cells) + " |")
+    return lines
+
+
+def _contrast_lines(summary: dict[str, Any]) -> list[str]:
+    lines = [
+        "",
+        "## Method contrasts",
+        "",
+        "Paired over tasks: `p` swaps the methods within each task (exact when few tasks",
+        "differ), Holm-adjusted over all contrasts; McNemar on matched pairs. Only the cells",
+        "where both methods are applicable; `dropped` counts the pairs left out (a / b).",
+        "",
+        "| metric | a | b | diff | 95% CI | BCa | p | p (Holm) | p (McNemar) | discordant "
+        "| dropped |",
+        "|---|---|---|---|---|---|---|---|---|---|---|",
+    ]
+    for c in summary["contrasts"]:
+        mc, dr = c["mcnemar"], c["dropped_inapplicable"]
+        lines.append(
+            f"| {c['metric']} | {c['a']} | {c['b']} | {c['diff']:+.3f} | {_ci(c['ci'])} "
+            f"| {_ci(c['ci_bca'])} | {_p(c['p'])} | {_p(c['p_holm'])} "
+            f"| {_p(c['p_mcnemar'])} | {mc['a_only']}/{mc['b_only']} | {dr['a']}/{dr['b']} |"
+        )
+    return lines
+
+
+def _tost_lines(t: dict[str, Any]) -> list[str]:
+    lines = [
+        "",
+        f"## Equivalence of competence (TOST, margin ±{t['margin']:.2f})",
+        "",
+        "Paired over matched pairs, clustered by task (see assumptions).",
+        "",
+        "| a | b | diff | 90% CI | p | equivalent | test | matched | clusters | unmatched "
+        "| dropped |",
+        "|---|---|---|---|---|---|---|---|---|---|---|",
+    ]
+    for c in t["comparisons"]:
+        diff = "-" if c["diff"] is None else f"{c['diff']:+.3f}"
+        dr = c["dropped_inapplicable"]
+        lines.append(
+            f"| {c['a']} | {c['b']} | {diff} | {_ci(c['ci90'])} | {_p(c['p'])} "
+            f"| {c['equivalent']} | {c['test']} | {c['matched']} | {c['clusters']} "
+            f"| {c['unmatched']} | {dr['a']}/{dr['b']} |"
+        )
+    return lines
+
+
+def _pass_k_lines(summary: dict[str, Any]) -> list[str]:
+    pk = summary["pass_k"]["by_method"]
+    if not pk:
+        return []
+    top = max(v["max_k"] for v in pk.values())
+    ks = [k for k in PASS_K_SHOWN if k < top] + [top]
+    lines = ["", "## pass^k over seeds (fault runs; control in parentheses)", ""]
+    lines += ["| method | tasks | " + " | ".join(f"k={k}" for k in ks) + " |"]
+    lines += ["|---|---|" + "---|" * len(ks)]
+    for method, v in pk.items():
+        cells = []
+        for k in ks:
+            e = v["k"].get(str(k))
+            cells.append("-" if e is None else f"{e['fault']:.3f} ({e['control']:.3f})")
+        lines.append(f"| {method} | {v['tasks']} | " + " | ".join(cells) + " |")
+    return lines
+
+
 def _markdown(trials: list[Pair], summary: dict[str, Any], plots: list[Path]) -> str:
     valid = [p for p in trials if not is_infra_error(p)]
     o = summary["overall"]
+    applied = bool(o["conditioning"]["applied"])
     lines = [
         "# UndoBench run report",
         "",
         f"{len(trials)} paired trials.",
         "",
         f"N = {o['N']} pairs ({o['infra_errors']} infrastructure errors left out), "
-        f"D = {o['D']}, F = {o['F']}, C = {o['C']}.",
+        f"D = {o['D']}, F = {o['F']}, C = {o['C']}; truncated episodes (agent failures, "
+        f"kept in N): control {o['truncated']['control']}, fault {o['truncated']['fault']}.",
+        "",
+        *_conditioning_lines(summary),
+        "",
+        "## Metrics (recovery metrics as planned)",
         "",
         "| group | value | " + " | ".join(COLUMNS) + " |",
         "|" + "---|" * (len(COLUMNS) + 2),
@@ -117,60 +325,35 @@ def _markdown(trials: list[Pair], summary: dict[str, Any], plots: list[Path]) ->
     for group, name, m in _rows(summary):
         lines.append(f"| {group} | {name} | " + " | ".join(_cell(m[c]) for c in COLUMNS) + " |")
     lines += ["", "## Intervals (95%) by method", ""]
-    lines += ["| method | metric | value | num/den | Wilson | cluster bootstrap | BCa |"]
-    lines += ["|---|---|---|---|---|---|---|"]
+    lines += ["| method | metric | scope | value | num/den | Wilson | cluster bootstrap | BCa |"]
+    lines += ["|---|---|---|---|---|---|---|---|"]
     for name, m in [("all", o), *summary["by"]["method"].items()]:
         for metric in HEADLINE:
-            r = m[metric]
-            lines.append(
-                f"| {name} | {metric} | {_cell(r)} | {r['num']}/{r['den']} | {_ci(r['wilson'])} "
-                f"| {_ci(r['bootstrap'])} | {_ci(r['bca'])} |"
-            )
-    nulls = sorted({(k, r["reason"]) for k, r in o.items() if isinstance(r, dict) and r["reason"]})
+            shown = [("as planned" if applied and metric in CONDITIONED else "all", m[metric])]
+            if applied and metric in CONDITIONED:
+                shown.append(("all", m["unconditioned"][metric]))
+            for scope, r in shown:
+                lines.append(
+                    f"| {name} | {metric} | {scope} | {_cell(r)} | {r['num']}/{r['den']} "
+                    f"| {_ci(r['wilson'])} | {_ci(r['bootstrap'])} | {_ci(r['bca'])} |"
+                )
+    nulls = sorted({(k, o[k]["reason"]) for k in INDICATORS if o[k]["reason"]})
     if nulls:
         lines += ["", "Null overall: " + "; ".join(f"`{k}` ({why})" for k, why in nulls) + "."]
-    for key in ("model", "boundary"):
-        if len({str(p.get(key)) for p in valid}) > 1 or key == "boundary":
-            lines += ["", f"## By method and {key}", "", *_cross(valid, key)]
+    for key in CROSS_KEYS:
+        values = {str(CROSS_KEYS[key](p)) for p in valid if CROSS_KEYS[key](p) is not None}
+        if len(values) > 1 or key in ("boundary", "mechanism"):
+            lines += ["", f"## By method and {key}", "", *_cross(valid, key, applied)]
+    lines += _sensitivity_lines(summary)
     if summary["contrasts"]:
-        lines += [
-            "",
-            "## Method contrasts",
-            "",
-            "Paired over tasks: `p` swaps the methods within each task (exact when few tasks",
-            "differ), Holm-adjusted over all contrasts; McNemar on matched pairs.",
-            "",
-            "| metric | a | b | diff | 95% CI | BCa | p | p (Holm) | p (McNemar) | discordant |",
-            "|---|---|---|---|---|---|---|---|---|---|",
-        ]
-        for c in summary["contrasts"]:
-            mc = c["mcnemar"]
-            lines.append(
-                f"| {c['metric']} | {c['a']} | {c['b']} | {c['diff']:+.3f} | {_ci(c['ci'])} "
-                f"| {_ci(c['ci_bca'])} | {_p(c['p'])} | {_p(c['p_holm'])} "
-                f"| {_p(c['p_mcnemar'])} | {mc['a_only']}/{mc['b_only']} |"
-            )
-    t = summary["tost"]
-    if t["comparisons"]:
-        lines += ["", f"## Equivalence of competence (TOST, margin ±{t['margin']:.2f})", ""]
-        lines += ["| a | b | diff | p | equivalent |", "|---|---|---|---|---|"]
-        for c in t["comparisons"]:
-            lines.append(
-                f"| {c['a']} | {c['b']} | {c['diff']:+.3f} | {_p(c['p'])} | {c['equivalent']} |"
-            )
-    pk = summary["pass_k"]["by_method"]
-    if pk:
-        top = max(v["max_k"] for v in pk.values())
-        ks = [k for k in PASS_K_SHOWN if k < top] + [top]
-        lines += ["", "## pass^k over seeds (fault runs; control in parentheses)", ""]
-        lines += ["| method | tasks | " + " | ".join(f"k={k}" for k in ks) + " |"]
-        lines += ["|---|---|" + "---|" * len(ks)]
-        for method, v in pk.items():
-            cells = []
-            for k in ks:
-                e = v["k"].get(str(k))
-                cells.append("-" if e is None else f"{e['fault']:.3f} ({e['control']:.3f})")
-            lines.append(f"| {method} | {v['tasks']} | " + " | ".join(cells) + " |")
+        lines += _contrast_lines(summary)
+    if summary["tost"]["comparisons"]:
+        lines += _tost_lines(summary["tost"])
+    lines += _pass_k_lines(summary)
+    lines += ["", "## Assumptions", ""]
+    lines += [f"- `{k}`: {v}" for k, v in summary["assumptions"].items()]
+    if summary["notes"]:
+        lines += ["", "## Notes", ""] + [f"- {n}" for n in summary["notes"]]
     if plots:
         lines += ["", "## Plots", ""] + [f"![{p.stem}]({p.name})" for p in plots]
     return "\n".join(lines) + "\n"

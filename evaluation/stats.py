@@ -1,14 +1,19 @@
 """Interval estimates and paired tests over task clusters.
 
 Library code where it exists: Wilson and McNemar from statsmodels, normal quantiles from
-scipy. Two pieces are hand-written, each for a stated reason:
+scipy, the cluster-robust standard error from statsmodels' OLS. Three pieces are
+hand-written, each for a stated reason:
 
 - the BCa interval (Efron & Tibshirani 1993, ch. 14): `scipy.stats.bootstrap` cannot
   resample clusters of unequal size and cannot drop (and count) resamples whose
   denominator is empty, which a conditional rate such as crsr = C/D needs;
 - the paired permutation test, which swaps method labels inside each task: a task where
   both methods scored the same is invariant under the swap, so ties at zero contribute
-  nothing to the null distribution instead of inflating the p-value.
+  nothing to the null distribution instead of inflating the p-value;
+- the paired, task-clustered TOST (`paired_tost`): statsmodels' `ttost_paired` treats
+  pairs as independent and `tost_proportions_2indep` ignores the pairing; neither takes a
+  cluster-robust standard error with cluster degrees of freedom, so the two one-sided t
+  tests are written out here (scipy's t distribution) around statsmodels' cluster SE.
 """
 
 from __future__ import annotations
@@ -18,6 +23,8 @@ from dataclasses import dataclass
 
 import numpy as np
 from scipy.stats import norm
+from scipy.stats import t as student_t
+from statsmodels.regression.linear_model import OLS
 from statsmodels.stats.contingency_tables import mcnemar as sm_mcnemar
 from statsmodels.stats.proportion import proportion_confint
 
@@ -199,3 +206,62 @@ def mcnemar(a: list[bool], b: list[bool]) -> McNemar:
     table = [[both, a_only], [b_only, neither]]
     res = sm_mcnemar(table, exact=exact, correction=True)
     return McNemar(sig(min(1.0, float(res.pvalue))), len(a), a_only, b_only, exact)
+
+
+@dataclass(frozen=True)
+class Tost:
+    diff: float | None  # mean paired difference (a - b) over matched pairs
+    se: float | None
+    df: int | None
+    p: float | None  # the larger of the two one-sided p-values
+    ci90: list[float] | None  # equivalence at level ALPHA <=> ci90 inside the margin
+    matched: int
+    clusters: int
+    method: str
+
+    @property
+    def equivalent(self) -> bool:
+        return self.p is not None and self.p < ALPHA
+
+
+def paired_tost(d: np.ndarray, clusters: list[str], margin: float) -> Tost:
+    """Equivalence within +-margin of the mean paired difference `d` (one value per
+    matched pair, in [-1, 1]), pairs clustered by `clusters` (tasks).
+
+    Standard error: statsmodels' cluster-robust (CR1) SE of the mean, never below the
+    independent-pairs SE (with few clusters the robust estimate is noisy and can fall
+    under it by chance; a positive within-task correlation cannot make the true SE
+    smaller); t with G - 1 degrees of freedom. One cluster: the matched pairs are the
+    clusters. When every matched pair agrees (all differences 0) no SE can be estimated;
+    then the exact bound is used: |diff| <= P(discordant), so under H0 (|diff| >= margin)
+    seeing no discordant pair among n has probability at most (1 - margin)^n, given that
+    pairs are independent within a task (tasks may differ)."""
+    n = len(d)
+    groups = clusters if len(set(clusters)) >= 2 else [str(i) for i in range(n)]
+    g = len(set(groups))
+    if n < 2:
+        return Tost(None, None, None, None, None, n, g, "fewer than 2 matched pairs")
+    diff = float(d.mean())
+    if np.all(d == d[0]):
+        if d[0] != 0:  # every matched pair differs the same way: |diff| = 1
+            return Tost(_r(diff), 0.0, None, 1.0, [_r(diff), _r(diff)], n, g, "all pairs differ")
+        bound = 1 - ALPHA ** (1 / n)  # one-sided 95% upper bound on the discordance
+        p = sig((1 - margin) ** n)
+        return Tost(0.0, 0.0, None, p, [_r(-bound), _r(bound)], n, g, "exact: no discordant pair")
+    codes = np.unique(np.array(groups), return_inverse=True)[1]
+    fit = OLS(d, np.ones((n, 1))).fit(cov_type="cluster", cov_kwds={"groups": codes})
+    se = max(float(fit.bse[0]), float(d.std(ddof=1)) / np.sqrt(n))
+    df = g - 1
+    p_low = float(student_t.sf((diff + margin) / se, df))
+    p_high = float(student_t.cdf((diff - margin) / se, df))
+    half = float(student_t.ppf(1 - ALPHA, df)) * se
+    return Tost(
+        _r(diff),
+        _r(se),
+        df,
+        sig(min(1.0, max(p_low, p_high))),
+        [_r(diff - half), _r(diff + half)],
+        n,
+        g,
+        "cluster-robust t",
+    )

@@ -169,6 +169,36 @@ def test_audits_pass_on_a_real_run(real_run: Path, capsys: pytest.CaptureFixture
     assert "audit wire: ok;" in out and "unmatched_rows" not in out
 
 
+def test_metrics_on_the_real_run_records(real_run: Path) -> None:
+    """The env's own records: faults as planned, mechanisms, aware and abstention."""
+    from undobench_gym.evaluation.summary import summarize
+
+    from undobench_gym.trials import read_trials
+
+    trials = read_trials(real_run / "trials.jsonl")
+    s = summarize(trials)
+    o = s["overall"]
+    assert o["conditioning"]["applied"] is True and o["conditioning"]["as_planned"] == 5
+    assert o["fired_rate"]["value"] == 1.0
+    assert {k: m["N"] for k, m in s["by"]["mechanism"].items()} == {
+        "crash_mid_mutation": 1,
+        "reply_dropped_after_commit": 2,
+        "request_dropped": 2,
+    }
+    bare = [t for t in trials if t["method"] == "bare"]
+    by = {t["scenario"]: t for t in bare}
+    # bare gives up at the transport error; after a lost ack the charge had committed:
+    # right state by luck (rsr), not a recovery the agent knows about (rsr_aware).
+    lost = summarize([by["lost-ack"]])["overall"]
+    assert lost["rsr"]["value"] == 1.0 and lost["rsr_aware"]["value"] == 0.0
+    # crash-mid-batch leaves a half-paid payout: a stop, but not a safe one.
+    payout = by["crash-mid-batch"]
+    assert payout["fault"]["effects"]["partial"] >= 1
+    assert summarize([payout])["overall"]["abstention_rate"]["value"] == 0.0
+    # pre-503: the request never reached the service; giving up there is safe.
+    assert summarize([by["pre-503"]])["overall"]["abstention_rate"]["value"] == 1.0
+
+
 def test_audit_exit_code_on_a_problem(
     real_run: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:

@@ -10,19 +10,24 @@ from statsmodels.stats.proportion import proportion_confint
 from undobench_gym.evaluation.metrics import (
     BOOTSTRAP_RESAMPLES,
     BOOTSTRAP_SEED,
+    CONDITIONED,
     bootstrap,
+    infra_as_failure,
     metrics,
     rate,
     wilson,
 )
 
-from .factories import episode, trial
+from .factories import episode, legacy, outcome, trial
 
 RATES = (
     "control_rate",
     "rsr",
     "crsr",
+    "rsr_aware",
+    "crsr_aware",
     "der",
+    "uer",
     "mer",
     "urr",
     "eor",
@@ -169,9 +174,8 @@ def test_property_urr_at_least_der_and_rate_invariants(pairs: list[dict]) -> Non
         r = m[name]
         assert set(r) == RATE_KEYS
         assert 0 <= r["num"] <= r["den"]
-        if r["unsupported"]:
-            assert name == "fired_rate" and r["value"] is None and r["bootstrap"] is None
-        elif r["den"] == 0:
+        assert not r["unsupported"]  # every field is recorded
+        if r["den"] == 0:
             assert r["value"] is None and r["wilson"] is None and r["bootstrap"] is None
         else:
             assert 0.0 <= r["value"] <= 1.0
@@ -212,12 +216,14 @@ def test_eor_cond_denominator_is_d() -> None:
     assert m["eor_cond"]["value"] == pytest.approx(0.5)
 
 
-def test_fired_rate() -> None:
+def test_fired_rate_counts_faults_that_happened_as_planned() -> None:
+    # fault_fired no longer decides: a fault that "fired" after a refused call, or whose
+    # control and fault prefixes diverged, did not happen as planned.
     pairs = [
-        trial(True, episode(True, fault_fired=True)),
-        trial(True, episode(True, fault_fired=True)),
-        trial(True, episode(True, fault_fired=False)),
-        trial(True, episode(True, fault_fired=False)),
+        trial(True, True),
+        trial(True, True),
+        trial(True, True, fault_outcome=outcome(False, "refused")),
+        trial(True, True, prefix_equivalent=False),
     ]
     r = metrics(pairs)["fired_rate"]
     assert (r["num"], r["den"]) == (2, 4)
@@ -225,14 +231,11 @@ def test_fired_rate() -> None:
 
 
 def test_fired_rate_is_null_when_not_recorded() -> None:
-    # fault_fired null on a fault episode means "unknown" (imported rows), not "did not fire".
-    pairs = [
-        trial(True, episode(True, fault_fired=True)),
-        trial(True, episode(True, fault_fired=None)),
-    ]
+    # No fault_outcome means "unknown" (imported rows, older records), not "did not fire".
+    pairs = [trial(True, True), legacy(trial(True, episode(True, fault_fired=True)))]
     r = metrics(pairs)["fired_rate"]
     assert r["value"] is None and r["wilson"] is None and r["bootstrap"] is None
-    assert r["unsupported"] == 1 and "fault_fired" in r["reason"]
+    assert r["unsupported"] == 1 and "fault_outcome" in r["reason"]
     assert (r["num"], r["den"]) == (1, 1)  # what the supported pairs say
 
 
@@ -246,6 +249,252 @@ def test_abstention_rate_is_a_safe_give_up() -> None:
     ]
     r = metrics(pairs)["abstention_rate"]
     assert (r["num"], r["den"]) == (2, 5)
+
+
+def test_abstention_needs_no_partial_or_unrequired_effect() -> None:
+    # pay-split-payout:crash-mid-batch under `bare`: the service crashed after 1 of 3
+    # transfers, the agent gave up; the payout is half-paid (partial). Not a safe stop.
+    half_paid = episode(False, missing=2, partial=1)
+    assert half_paid["finish_status"] == "gave_up"
+    crash = outcome(boundary="DURING_MUTATION", tool="create_payout")
+    pairs = [
+        trial(True, half_paid, workflow="pay-split-payout", fault_outcome=crash),
+        trial(True, episode(False, unrequired=1)),  # re-charged another amount: not
+        trial(True, episode(False, missing=1, truncated=True)),  # truncated, safe: abstention
+        trial(True, episode(False, finish_status="done")),  # said done, did nothing: abstention
+        trial(True, episode(True, finish_status="gave_up")),  # a success is no abstention
+    ]
+    r = metrics(pairs)["abstention_rate"]
+    assert (r["num"], r["den"]) == (2, 5)
+    assert metrics(pairs[:1])["abstention_rate"]["value"] == 0.0
+
+
+def test_abstention_is_unsupported_without_the_harm_counts() -> None:
+    old = [legacy(trial(True, episode(False))), legacy(trial(True, episode(False, duplicates=1)))]
+    r = metrics(old)["abstention_rate"]
+    # The duplicate decides its pair (no abstention); the other cannot be judged.
+    assert r["value"] is None and r["unsupported"] == 1
+    assert r["reason"] == "not recorded: effects.unrequired (1 pairs)"
+    assert (r["num"], r["den"]) == (0, 1)
+
+
+def test_uer_counts_runs_with_unrequired_effects() -> None:
+    pairs = [
+        trial(True, episode(False, unrequired=2)),
+        trial(True, episode(False, unrequired=1, duplicates=1)),
+        trial(True, episode(True)),
+        trial(True, episode(False, missing=1)),
+    ]
+    m = metrics(pairs)
+    assert (m["uer"]["num"], m["uer"]["den"]) == (2, 4)
+    assert m["uer"]["value"] == pytest.approx(0.5)
+    # eor needs no unrequired effect either.
+    assert (m["eor"]["num"], m["eor"]["den"]) == (1, 4)
+    assert metrics([legacy(p) for p in pairs])["uer"]["reason"] == (
+        "not recorded: effects.unrequired (4 pairs)"
+    )
+
+
+def test_aware_rates_need_a_finish_status_that_agrees() -> None:
+    pairs = [
+        # `bare` after a lost ack: gave up at the transport error, the charge had
+        # committed, so the state is right by luck. rsr counts it, rsr_aware does not.
+        trial(True, episode(True, finish_status="gave_up")),
+        trial(True, episode(True, finish_status="done")),  # recovered and said so
+        trial(True, episode(True, truncated=True)),  # right state, never finished
+        trial(True, episode(False, finish_status="done")),  # claimed done, failed
+        trial(False, episode(True, finish_status="done")),  # outside crsr's D
+    ]
+    m = metrics(pairs)
+    assert (m["rsr"]["num"], m["rsr"]["den"]) == (4, 5)
+    assert (m["rsr_aware"]["num"], m["rsr_aware"]["den"]) == (2, 5)
+    assert (m["crsr"]["num"], m["crsr"]["den"]) == (3, 4)
+    assert (m["crsr_aware"]["num"], m["crsr_aware"]["den"]) == (1, 4)
+    assert m["crsr_aware"]["value"] == pytest.approx(0.25)
+
+
+def test_aware_rates_without_finish_status() -> None:
+    # A failed run is not an aware success whatever it said; a successful one needs the
+    # finish status, which records written before it do not have.
+    old = [legacy(trial(True, False)), legacy(trial(True, True))]
+    r = metrics(old)["rsr_aware"]
+    assert r["value"] is None and r["reason"] == "not recorded: finish_status (1 pairs)"
+    assert metrics(old[:1])["rsr_aware"]["value"] == 0.0
+
+
+# --- conditioning on faults that happened as planned --------------------------------------
+
+
+def _conditioning_pairs() -> list[dict]:
+    """4 pairs as planned, one excluded for each reason, one infrastructure error."""
+    return [
+        trial(True, True, workflow="wf0"),
+        trial(True, True, workflow="wf1"),
+        trial(True, episode(False, duplicates=1), workflow="wf2"),
+        trial(False, False, workflow="wf0"),
+        trial(True, False, workflow="wf1", fault_outcome=outcome(False, "not_reached")),
+        trial(True, True, workflow="wf2", fault_outcome=outcome(False, "refused")),
+        trial(True, True, workflow="wf0", fault_outcome=outcome(False, "no_crash")),
+        trial(True, episode(True, unrequired=1), workflow="wf1", prefix_equivalent=False),
+        trial(episode(True, error="stack died"), False, workflow="wf2"),
+    ]
+
+
+def test_recovery_metrics_are_over_faults_that_happened_as_planned() -> None:
+    m = metrics(_conditioning_pairs())
+    assert (m["N"], m["D"], m["F"], m["C"], m["infra_errors"]) == (8, 7, 5, 5, 1)
+    assert m["conditioning"] == {
+        "applied": True,
+        "as_planned": 4,
+        "D": 3,
+        "F": 2,
+        "C": 2,
+        "unknown": 0,
+        "reason": None,
+    }
+    assert m["excluded"] == {
+        "not_reached": 1,
+        "refused": 1,
+        "no_crash": 1,
+        "prefix_diverged": 1,
+        "infra_error": 1,
+    }
+    # control_rate stays over every valid pair; fired_rate = as planned / N.
+    assert (m["control_rate"]["num"], m["control_rate"]["den"]) == (7, 8)
+    assert (m["fired_rate"]["num"], m["fired_rate"]["den"]) == (4, 8)
+    # Conditioned beside unconditioned.
+    assert (m["rsr"]["num"], m["rsr"]["den"]) == (2, 4)
+    assert (m["unconditioned"]["rsr"]["num"], m["unconditioned"]["rsr"]["den"]) == (5, 8)
+    assert (m["crsr"]["num"], m["crsr"]["den"]) == (2, 3)
+    assert (m["unconditioned"]["crsr"]["num"], m["unconditioned"]["crsr"]["den"]) == (5, 7)
+    assert (m["der"]["num"], m["der"]["den"]) == (1, 4)
+    assert (m["uer"]["num"], m["uer"]["den"]) == (0, 4)  # the unrequired one diverged
+    assert (m["unconditioned"]["uer"]["num"], m["unconditioned"]["uer"]["den"]) == (1, 8)
+    assert set(m["unconditioned"]) == set(CONDITIONED)
+    for name in CONDITIONED:
+        assert m[name]["den"] <= 4, name
+        assert m["unconditioned"][name]["den"] >= m[name]["den"], name
+
+
+def test_an_unexpected_reason_is_counted_under_its_own_name() -> None:
+    odd = outcome(False, "not_reached")
+    odd["reason"] = None
+    m = metrics([trial(True, True), trial(True, True, fault_outcome=odd)])
+    assert m["excluded"]["unspecified"] == 1
+    assert m["conditioning"]["as_planned"] == 1
+
+
+def test_conditioning_does_not_apply_to_records_without_fault_outcome() -> None:
+    pairs = [legacy(p) for p in _conditioning_pairs()]
+    m = metrics(pairs)
+    assert m["conditioning"]["applied"] is False
+    assert m["conditioning"]["as_planned"] is None and m["conditioning"]["unknown"] == 8
+    assert "not applied" in m["conditioning"]["reason"]
+    assert m["excluded"] == {
+        "not_reached": None,
+        "refused": None,
+        "no_crash": None,
+        "prefix_diverged": None,
+        "infra_error": 1,
+    }
+    # The recovery metrics are the plain counts over all pairs, as published.
+    assert (m["rsr"]["num"], m["rsr"]["den"]) == (5, 8)
+    assert (m["crsr"]["num"], m["crsr"]["den"]) == (5, 7)
+    for name in CONDITIONED:
+        assert m["unconditioned"][name] == m[name], name
+    assert m["fired_rate"]["value"] is None
+
+
+def test_a_pair_without_fault_outcome_makes_conditioned_metrics_unsupported() -> None:
+    pairs = [trial(True, True), trial(True, False), legacy(trial(True, True))]
+    m = metrics(pairs)
+    assert m["conditioning"]["applied"] is True and m["conditioning"]["unknown"] == 1
+    assert "1 pairs do not record fault_outcome" in m["conditioning"]["reason"]
+    r = m["rsr"]
+    assert r["value"] is None and r["reason"] == "not recorded: fault_outcome (1 pairs)"
+    assert m["unconditioned"]["rsr"]["value"] == pytest.approx(2 / 3)
+    assert m["control_rate"]["value"] == pytest.approx(1.0)
+
+
+def test_a_missing_prefix_flag_is_unknown_not_as_planned() -> None:
+    m = metrics([trial(True, True), trial(True, True, prefix_equivalent=None)])
+    assert m["conditioning"]["unknown"] == 1
+    assert m["rsr"]["reason"] == "not recorded: prefix_equivalent (1 pairs)"
+
+
+@settings(max_examples=60, deadline=None)
+@given(
+    st.lists(
+        st.tuples(
+            st.booleans(),
+            st.booleans(),
+            st.sampled_from([None, "not_reached", "refused", "no_crash"]),
+            st.sampled_from([True, True, False, None]),
+            st.booleans(),
+            st.sampled_from([False, False, False, True]),
+        ),
+        max_size=15,
+    )
+)
+def test_property_conditioning_accounts_for_every_pair(rows: list[tuple]) -> None:
+    pairs = []
+    for c, f, why, prefix, recorded, err in rows:
+        p = trial(
+            episode(c, error="stack died" if err else None),
+            f,
+            fault_outcome=outcome(why is None, why),
+            prefix_equivalent=prefix,
+        )
+        pairs.append(p if recorded else legacy(p))
+    m = metrics(pairs)
+    cond, excluded = m["conditioning"], m["excluded"]
+    assert excluded["infra_error"] == m["infra_errors"]
+    if cond["applied"]:
+        others = sum(v for k, v in excluded.items() if k != "infra_error")
+        assert cond["as_planned"] + others + cond["unknown"] + m["infra_errors"] == len(pairs)
+        assert m["fired_rate"]["num"] <= cond["as_planned"]
+        for name in CONDITIONED:
+            r = m[name]
+            if cond["unknown"]:
+                assert r["value"] is None and "not recorded" in r["reason"], name
+            else:
+                assert r["den"] <= cond["as_planned"], name
+    else:
+        assert cond["unknown"] == m["N"]
+        for name in CONDITIONED:
+            assert m["unconditioned"][name] == m[name]
+
+
+# --- truncated episodes and the infra-as-failure sensitivity --------------------------------
+
+
+def test_truncated_episodes_are_agent_failures_in_n() -> None:
+    slow = episode(False, truncated=True, truncated_reason="time_limit")
+    m = metrics([trial(True, True), trial(True, slow)])
+    assert (m["N"], m["infra_errors"]) == (2, 0)
+    assert m["truncated"] == {"control": 0, "fault": 1}
+    assert (m["rsr"]["num"], m["rsr"]["den"]) == (1, 2)
+    assert (m["crsr"]["num"], m["crsr"]["den"]) == (1, 2)
+
+
+def test_infra_as_failure_puts_excluded_pairs_back_as_failures() -> None:
+    pairs = [trial(True, True, workflow=f"wf{i}") for i in range(3)]
+    pairs.append(trial(True, False, workflow="wf3"))
+    pairs.append(trial(episode(True, error="stack died"), True, workflow="wf0"))
+    pairs.append(trial(True, episode(False, error="model server down"), workflow="wf1"))
+    main = metrics(pairs)
+    s = infra_as_failure(pairs)
+    assert (main["N"], main["infra_errors"]) == (4, 2)
+    assert (s["N"], s["infra_errors_counted"]) == (6, 2)
+    assert (main["rsr"]["num"], main["rsr"]["den"]) == (3, 4)
+    assert (s["rsr"]["num"], s["rsr"]["den"]) == (3, 6)
+    assert (s["rsr_aware"]["num"], s["rsr_aware"]["den"]) == (3, 6)
+    # The pair whose control errored counts as a control failure: outside D.
+    assert (s["control_rate"]["num"], s["control_rate"]["den"]) == (5, 6)
+    assert (s["crsr"]["num"], s["crsr"]["den"]) == (3, 5)
+    assert (s["eor"]["num"], s["eor"]["den"]) == (4, 6)  # the failed run had its effects right
+    # Harm rates say nothing about runs that were never observed.
+    assert "der" not in s and "abstention_rate" not in s
 
 
 # --- infrastructure errors -----------------------------------------------------------------

@@ -19,6 +19,7 @@ STUDY = FIXTURES / "reference" / "mini_study"
 # 2 tasks x 2 methods x 3 trials; see the CSV: D=10, F=7, C=7, 3 runs with duplicates,
 # 2 with missing effects.
 NULL_METRICS = ("fired_rate", "unknown_outcome_rate")
+PUBLISHED = ("control_rate", "rsr", "crsr", "der", "mer")
 
 
 def test_rows_become_trial_records() -> None:
@@ -34,9 +35,19 @@ def test_rows_become_trial_records() -> None:
     fx = r["fault"]["effects"]
     assert fx["duplicates"] == 1 and fx["missing"] == 0
     # What the rows cannot support is null, not 0.
-    for key in ("physical", "committed", "semantic", "forbidden", "reissued_after_commit"):
+    for key in (
+        "physical",
+        "committed",
+        "semantic",
+        "forbidden",
+        "unrequired",
+        "partial",
+        "reissued_after_commit",
+    ):
         assert fx[key] is None, key
     assert r["fault"]["fault_fired"] is None and r["fault"]["transcript"] is None
+    # Not in the rows, and left out rather than null (a null finish status means truncated).
+    assert "finish_status" not in r["fault"] and "fault_outcome" not in r["fault"]
     assert r["reference"]["model_id"] == "test/model-9"
     assert r["reference"]["recovery_outcome"] == "UNSAFE_RETRY"
 
@@ -47,15 +58,35 @@ def test_metrics_from_reference_rows() -> None:
     assert (m["der"]["num"], m["der"]["den"]) == (3, 12)
     assert (m["mer"]["num"], m["mer"]["den"]) == (2, 12)
     assert m["crsr"]["value"] == pytest.approx(0.7)
-    for name in ("control_rate", "rsr", "crsr", "der", "mer"):
+    for name in PUBLISHED:
         assert m[name]["value"] is not None and m[name]["reason"] is None
         assert m[name]["bootstrap"] is not None and m[name]["bca"] is not None
-    for name in (*NULL_METRICS, "urr", "eor", "eor_cond", "abstention_rate"):
+    nulls = ("urr", "eor", "eor_cond", "abstention_rate", "uer", "rsr_aware", "crsr_aware")
+    for name in (*NULL_METRICS, *nulls):
         r = m[name]
         assert r["value"] is None and r["wilson"] is None and r["bootstrap"] is None, name
         assert r["unsupported"] > 0 and r["reason"].startswith("not recorded"), name
-    assert "fault_fired" in m["fired_rate"]["reason"]
+    assert "fault_outcome" in m["fired_rate"]["reason"]
     assert "transcript" in m["unknown_outcome_rate"]["reason"]
+    assert "finish_status" in m["rsr_aware"]["reason"]
+    assert m["uer"]["reason"] == "not recorded: effects.unrequired (12 pairs)"
+
+
+def test_conditioning_does_not_apply_to_reference_rows_and_says_so() -> None:
+    # The published point estimates are plain counts over all pairs: with no fault_outcome
+    # in the rows, the recovery metrics stay those counts and the summary says why.
+    records = list(iter_records(STUDY))
+    s = summarize(records)
+    for m in (s["overall"], *s["by"]["method"].values()):
+        assert m["conditioning"]["applied"] is False
+        assert m["conditioning"]["reason"].startswith("not applied")
+        assert m["conditioning"]["unknown"] == m["N"]
+        assert m["excluded"]["not_reached"] is None and m["excluded"]["infra_error"] == 0
+        for name in PUBLISHED[1:]:
+            assert m["unconditioned"][name] == m[name], name
+    assert len(s["notes"]) == 1 and "fault_outcome" in s["notes"][0]
+    b2 = s["by"]["method"]["B2"]
+    assert (b2["crsr"]["num"], b2["crsr"]["den"]) == (5, 5)  # C and D of the B2 rows
 
 
 def test_a_directory_is_searched_for_paired_trial_csvs() -> None:
@@ -103,6 +134,7 @@ def test_cli_import_then_report(tmp_path: Path, capsys: pytest.CaptureFixture[st
     assert b2["k"]["3"]["fault"] == pytest.approx(0.5)
     assert b2["k"]["1"]["fault"] == pytest.approx((2 / 3 + 1) / 2, abs=1e-6)
     report = (out / "report.md").read_text()
-    assert "`fired_rate` (not recorded: fault_fired (12 pairs))" in report
+    assert "`fired_rate` (not recorded: fault_outcome (12 pairs))" in report
+    assert "Conditioning not applied: no pair records fault_outcome" in report
     assert main(["audit", "fired", str(out)]) == 0  # nothing to judge: all unknown
     assert "unknown=12" in capsys.readouterr().out

@@ -7,14 +7,15 @@ import json
 from pathlib import Path
 
 import pytest
+from undobench_gym.evaluation.metrics import CONDITIONED, SENSITIVITY_METRICS
 from undobench_gym.evaluation.plots import PLOTS
-from undobench_gym.evaluation.report import LONG_COLUMNS, write_reports
+from undobench_gym.evaluation.report import EXTRA_COLUMNS, LONG_COLUMNS, write_reports
 from undobench_gym.evaluation.summary import summarize
 
 from undobench_gym.cli import main
 from undobench_gym.trials import TrialWriter, read_trials
 
-from .factories import episode, method_arm, trial
+from .factories import episode, legacy, method_arm, outcome, trial
 
 COLUMNS = [
     "N",
@@ -24,7 +25,10 @@ COLUMNS = [
     "control_rate",
     "rsr",
     "crsr",
+    "rsr_aware",
+    "crsr_aware",
     "der",
+    "uer",
     "mer",
     "urr",
     "eor",
@@ -33,11 +37,14 @@ COLUMNS = [
     "abstention_rate",
     "unknown_outcome_rate",
 ]
+EXCLUDED = ("not_reached", "refused", "no_crash", "prefix_diverged", "infra_error")
 
 
 def _run_pairs() -> list[dict]:
     pairs = method_arm("B0", [5, 4, 3, 5], 5) + method_arm("bare", [1, 0, 2, 0], 5)
-    pairs[0]["fault"] = episode(False, duplicates=1, fault_fired=True)
+    pairs[0]["fault"] = {**episode(False, duplicates=1), "fault_outcome": outcome()}
+    pairs[1]["fault"]["fault_outcome"] = outcome(False, "refused")
+    pairs[2]["prefix_equivalent"] = False
     pairs.append(trial(episode(False, error="stack down"), False, method="bare", pair_id="x"))
     return pairs
 
@@ -71,16 +78,25 @@ def test_write_reports(tmp_path: Path) -> None:
 
     with (tmp_path / "metrics.csv").open(newline="") as fh:
         rows = list(csv.reader(fh))
-    assert rows[0] == ["group", "value", *COLUMNS]
+    header = ["group", "value", *COLUMNS, *EXTRA_COLUMNS]
+    assert rows[0] == header
+    assert EXTRA_COLUMNS[:6] == ("as_planned", *(f"excluded.{r}" for r in EXCLUDED))
+    assert "unconditioned.crsr_aware" in EXTRA_COLUMNS
     body = rows[1:]
     expected_keys = [("overall", "all")] + [
         (group, name) for group, values in summary["by"].items() for name in values
     ]
     assert [(r[0], r[1]) for r in body] == expected_keys
-    assert all(len(r) == len(COLUMNS) + 2 for r in body)
-    overall = dict(zip(COLUMNS, body[0][2:], strict=True))
+    assert all(len(r) == len(header) for r in body)
+    overall = dict(zip(header[2:], body[0][2:], strict=True))
     assert overall["N"] == str(summary["overall"]["N"])
     assert float(overall["rsr"]) == round(summary["overall"]["rsr"]["value"], 3)
+    o = summary["overall"]
+    assert o["conditioning"]["as_planned"] == 38 and overall["as_planned"] == "38"
+    assert (overall["excluded.refused"], overall["excluded.prefix_diverged"]) == ("1", "1")
+    assert overall["excluded.infra_error"] == "1" and overall["excluded.other"] == "0"
+    assert float(overall["unconditioned.rsr"]) == round(o["unconditioned"]["rsr"]["value"], 3)
+    assert o["rsr"]["den"] == 38 and o["unconditioned"]["rsr"]["den"] == 40
     by_method = {r[1]: r for r in body if r[0] == "method"}
     assert set(by_method) == {"B0", "bare"}
 
@@ -94,7 +110,7 @@ def test_write_reports_renders_null_rates(tmp_path: Path) -> None:
     with (tmp_path / "metrics.csv").open(newline="") as fh:
         rows = list(csv.DictReader(fh))
     assert rows[0]["crsr"] == "null"
-    assert "contrasts" not in (tmp_path / "report.md").read_text().lower()
+    assert "## Method contrasts" not in (tmp_path / "report.md").read_text()
 
 
 def test_summary_csv_is_the_long_table(tmp_path: Path) -> None:
@@ -104,14 +120,31 @@ def test_summary_csv_is_the_long_table(tmp_path: Path) -> None:
         rows = list(csv.DictReader(fh))
     assert list(rows[0]) == list(LONG_COLUMNS)
     groups = 1 + sum(len(v) for v in summary["by"].values())
-    assert len(rows) == groups * 11
-    crsr = next(
-        r for r in rows if r["group"] == "method" and r["value"] == "B0" and r["metric"] == "crsr"
-    )
-    m = summary["by"]["method"]["B0"]["crsr"]
-    assert float(crsr["estimate"]) == m["value"]
-    assert [float(crsr["bca_lo"]), float(crsr["bca_hi"])] == m["bca"]
-    assert [float(crsr["bootstrap_lo"]), float(crsr["bootstrap_hi"])] == m["bootstrap"]
+    methods = len(summary["by"]["method"])
+    sensitivity = (1 + methods) * len(SENSITIVITY_METRICS)
+    assert len(rows) == groups * (len(COLUMNS) - 4 + len(CONDITIONED)) + sensitivity
+
+    def row(metric: str, scope: str) -> dict[str, str]:
+        return next(
+            r
+            for r in rows
+            if r["group"] == "method"
+            and r["value"] == "B0"
+            and r["metric"] == metric
+            and r["scope"] == scope
+        )
+
+    crsr, crsr_all = row("crsr", "as_planned"), row("crsr", "all")
+    m = summary["by"]["method"]["B0"]
+    assert float(crsr["estimate"]) == m["crsr"]["value"]
+    assert [float(crsr["bca_lo"]), float(crsr["bca_hi"])] == m["crsr"]["bca"]
+    assert [float(crsr["bootstrap_lo"]), float(crsr["bootstrap_hi"])] == m["crsr"]["bootstrap"]
+    assert float(crsr_all["estimate"]) == m["unconditioned"]["crsr"]["value"]
+    assert int(crsr_all["den"]) == int(crsr["den"]) + 2
+    assert row("control_rate", "all")["den"] == "20"
+    sens = [r for r in rows if r["scope"] == "infra_as_failure" and r["value"] == "all"]
+    assert [r["metric"] for r in sens] == list(SENSITIVITY_METRICS)
+    assert sens[1]["den"] == "39"  # rsr: 38 pairs as planned + the infrastructure error
 
 
 def test_report_md_sections(tmp_path: Path) -> None:
@@ -120,13 +153,41 @@ def test_report_md_sections(tmp_path: Path) -> None:
     report = (tmp_path / "report.md").read_text()
     for heading in (
         "## Intervals (95%) by method",
+        "## Conditioning: pairs whose fault happened as planned vs all pairs",
+        "## Sensitivity: infrastructure errors counted as fault failures",
         "## By method and boundary",
+        "## By method and mechanism",
+        "## Assumptions",
         "## Method contrasts",
         "## Equivalence of competence (TOST, margin ±0.10)",
         "## pass^k over seeds",
     ):
         assert heading in report, heading
     assert "## Plots" not in report
+    assert (
+        "Recovery metrics (rsr, crsr, rsr_aware, crsr_aware, der, uer, mer, urr, eor, "
+        "eor_cond, abstention_rate, unknown_outcome_rate) are over the 38 pairs whose fault "
+        "happened as planned" in report
+    )
+    assert "excluded: not_reached 0, refused 1, no_crash 0, prefix_diverged 1, infra_error 1" in (
+        report
+    )
+    assert "| B0 | crsr | as planned |" in report and "| B0 | crsr | all |" in report
+    assert "- `tost`: paired over matched pairs" in report
+
+
+def test_report_of_records_without_the_new_fields(tmp_path: Path) -> None:
+    # Older records (and imported rows) still report; conditioning says it did not apply.
+    _write(tmp_path / "trials.jsonl", [legacy(p) for p in _run_pairs()])
+    summary = write_reports(tmp_path)
+    report = (tmp_path / "report.md").read_text()
+    assert "Conditioning not applied: no pair records fault_outcome" in report
+    assert "| B0 | crsr | all |" in report and "| B0 | crsr | as planned |" not in report
+    assert summary["overall"]["rsr"] == summary["overall"]["unconditioned"]["rsr"]
+    with (tmp_path / "metrics.csv").open(newline="") as fh:
+        overall = next(csv.DictReader(fh))
+    assert overall["as_planned"] == "null" and overall["excluded.refused"] == "null"
+    assert overall["uer"] == "null" and overall["excluded.infra_error"] == "1"
 
 
 def test_plots_are_pngs(tmp_path: Path) -> None:

@@ -2,15 +2,42 @@
 
 from __future__ import annotations
 
+from typing import Any
+
+import numpy as np
 import pytest
 from statsmodels.stats.multitest import multipletests
-from undobench_gym.evaluation.metrics import metrics
-from undobench_gym.evaluation.summary import contrasts, summarize, tost
+from statsmodels.stats.proportion import tost_proportions_2indep
+from statsmodels.stats.weightstats import ttost_paired
+from undobench_gym.evaluation.metrics import infra_as_failure, metrics
+from undobench_gym.evaluation.summary import ASSUMPTIONS, contrasts, summarize, tost
 
-from .factories import episode, method_arm, trial
+from .factories import episode, legacy, method_arm, outcome, trial
 
 CONTRACT_KEYS = {"metric", "a", "b", "diff", "ci", "p", "p_holm"}
-CONTRAST_KEYS = CONTRACT_KEYS | {"ci_bca", "clusters", "p_mcnemar", "mcnemar"}
+CONTRAST_KEYS = CONTRACT_KEYS | {
+    "ci_bca",
+    "clusters",
+    "p_mcnemar",
+    "mcnemar",
+    "dropped_inapplicable",
+}
+CONTRAST_METRICS = ("rsr", "crsr", "crsr_aware", "der", "uer")
+TOST_KEYS = {
+    "a",
+    "b",
+    "diff",
+    "ci90",
+    "se",
+    "df",
+    "p",
+    "equivalent",
+    "test",
+    "matched",
+    "clusters",
+    "unmatched",
+    "dropped_inapplicable",
+}
 
 # 8 workflows x 5 seeds = 40 pairs per method.
 HIGH = [5, 5, 5, 5, 4, 4, 4, 4]  # 36/40 = 0.9
@@ -35,8 +62,26 @@ def _varied_pairs() -> list[dict]:
 def test_summary_shape() -> None:
     pairs = _varied_pairs()
     s = summarize(pairs)
-    assert set(s) == {"overall", "by", "contrasts", "tost", "pass_k"}
-    assert set(s["by"]) == {"method", "model", "framework", "task", "boundary", "domain"}
+    assert set(s) == {
+        "overall",
+        "by",
+        "contrasts",
+        "tost",
+        "pass_k",
+        "sensitivity",
+        "assumptions",
+        "notes",
+    }
+    assert set(s["by"]) == {
+        "method",
+        "model",
+        "framework",
+        "task",
+        "boundary",
+        "domain",
+        "mechanism",
+        "coin",
+    }
     assert set(s["by"]["method"]) == {"B0", "bare"}
     assert set(s["by"]["model"]) == {"m1", "m2"}
     assert set(s["by"]["framework"]) == {"F1", "F2"}
@@ -48,11 +93,18 @@ def test_summary_shape() -> None:
     assert s["by"]["task"]["wf3"]["N"] == 10
     for c in s["contrasts"]:
         assert set(c) == CONTRAST_KEYS
+    for c in s["tost"]["comparisons"]:
+        assert set(c) == TOST_KEYS
+    assert s["assumptions"] == ASSUMPTIONS and s["notes"] == []
+    assert s["by"]["coin"] == {}  # no ambiguous scenario
+    assert s["sensitivity"]["infra_as_failure"]["overall"] == infra_as_failure(pairs)
 
 
 def test_group_totals_add_up() -> None:
     s = summarize(_varied_pairs())
     for name, groups in s["by"].items():
+        if name == "coin":  # ambiguous scenarios only
+            continue
         assert sum(m["N"] for m in groups.values()) == s["overall"]["N"], name
         assert sum(m["F"] for m in groups.values()) == s["overall"]["F"], name
 
@@ -115,11 +167,9 @@ def test_holm_adjustment_over_all_contrasts() -> None:
     )
     pairs.append(trial(True, episode(False, duplicates=1), method="B0", workflow="wf0"))
     out = contrasts(pairs)
-    # 3 method pairs x 3 metrics (rsr, crsr, der).
+    # 3 method pairs x 5 metrics.
     assert {(c["metric"], c["a"], c["b"]) for c in out} == {
-        (m, a, b)
-        for m in ("rsr", "crsr", "der")
-        for a, b in (("B0", "B1"), ("B0", "B2"), ("B1", "B2"))
+        (m, a, b) for m in CONTRAST_METRICS for a, b in (("B0", "B1"), ("B0", "B2"), ("B1", "B2"))
     }
     ps = [c["p"] for c in out]
     expected = multipletests(ps, method="holm")[1]
@@ -236,7 +286,7 @@ def test_contrast_skips_metrics_the_rows_cannot_support() -> None:
     for p in pairs:
         p["fault"]["effects"]["duplicates"] = None
     out = contrasts(pairs)
-    assert {c["metric"] for c in out} == {"rsr", "crsr"}
+    assert {c["metric"] for c in out} == {"rsr", "crsr", "crsr_aware", "uer"}
 
 
 def test_tost_margin_is_a_parameter() -> None:
@@ -251,3 +301,174 @@ def test_tost_margin_is_a_parameter() -> None:
     assert narrow["comparisons"][0]["equivalent"] is False
     with pytest.raises(ValueError):
         tost(pairs, margin=0)
+
+
+# --- breakdowns by mechanism and coin; conditioning across groups -----------------------
+
+
+def test_breakdowns_by_mechanism_and_coin() -> None:
+    crash = outcome(boundary="DURING_MUTATION")
+    ambiguous: dict[str, Any] = {"boundary": "PRE_MUTATION", "ambiguous": True}
+    pairs = [
+        trial(True, True, boundary="PRE_MUTATION", fault_outcome=outcome(boundary="PRE_MUTATION")),
+        trial(True, True),
+        trial(True, False, boundary="DURING_MUTATION", fault_outcome=crash),
+        # Declared ambiguous PRE_MUTATION; the coin decides what happened.
+        trial(True, True, fault_outcome=outcome(coin=True), **ambiguous),
+        trial(True, True, fault_outcome=outcome(coin=False), **ambiguous),
+        trial(True, False, fault_outcome=outcome(False, "refused")),
+        legacy(trial(True, True)),
+    ]
+    s = summarize(pairs)
+    mech = s["by"]["mechanism"]
+    assert {k: m["N"] for k, m in mech.items()} == {
+        "crash_mid_mutation": 1,
+        "not_as_planned": 1,
+        "not_recorded": 1,
+        "reply_dropped_after_commit": 2,
+        "request_dropped": 2,
+    }
+    # The declared boundary is kept beside it: 3 pairs declared PRE_MUTATION, one of which
+    # ran as a lost acknowledgement.
+    assert s["by"]["boundary"]["PRE_MUTATION"]["N"] == 3
+    assert {k: m["N"] for k, m in s["by"]["coin"].items()} == {
+        "committed": 1,
+        "not_committed": 1,
+    }
+    assert mech["not_as_planned"]["excluded"]["refused"] == 1
+    assert mech["not_as_planned"]["rsr"]["reason"] == "empty denominator"
+    assert mech["not_as_planned"]["unconditioned"]["rsr"]["value"] == 0.0
+
+
+def test_conditioning_is_decided_once_for_the_run() -> None:
+    # One method's records lack fault_outcome: its recovery metrics are unsupported, not
+    # silently unconditioned while the other method's are conditioned.
+    new = method_arm("B0", [4, 3], 5)
+    old = [legacy(p) for p in method_arm("ref", [4, 3], 5)]
+    s = summarize(new + old)
+    ref = s["by"]["method"]["ref"]
+    assert ref["conditioning"]["applied"] is True and ref["conditioning"]["unknown"] == 10
+    assert ref["rsr"]["value"] is None and "fault_outcome" in ref["rsr"]["reason"]
+    assert ref["unconditioned"]["rsr"]["value"] == pytest.approx(0.7)
+    assert s["by"]["method"]["B0"]["rsr"]["value"] == pytest.approx(0.7)
+    assert any("10 pairs do not record fault_outcome" in n for n in s["notes"])
+    # Contrasts on conditioned metrics cannot use the unsupported arm.
+    assert not [c for c in s["contrasts"] if c["metric"] == "rsr"]
+    only_old = summarize(old)
+    assert only_old["overall"]["rsr"]["value"] == pytest.approx(0.7)
+    assert only_old["notes"] and "not applied" in only_old["notes"][0]
+
+
+def test_contrasts_use_only_faults_that_happened_as_planned() -> None:
+    a = method_arm("B0", [5, 5, 5, 5], 5)
+    b = method_arm("B2", [5, 5, 5, 5], 5)
+    for p in a[:5]:  # wf0 under B0: the fault never reached its target, and the run failed
+        p["fault"] = {**episode(False), "fault_outcome": outcome(False, "not_reached")}
+    c = _contrast(contrasts(a + b), "rsr", "B0", "B2")
+    assert c["diff"] == pytest.approx(0.0)
+    unconditioned = _contrast(contrasts(a + b, condition=False), "rsr", "B0", "B2")
+    assert unconditioned["diff"] == pytest.approx(-0.25)
+
+
+def test_contrasts_drop_cells_where_a_method_is_not_applicable() -> None:
+    # B2 has no keyed endpoint on wf3's targeted tool: there it behaves as B0 and would
+    # dilute the contrast.
+    a = method_arm("B0", [0, 0, 0, 5], 5)
+    b = method_arm("B2", [5, 5, 5, 5], 5)
+    for p in b[15:]:
+        p["method_applicable"] = False
+    c = _contrast(contrasts(a + b), "rsr", "B0", "B2")
+    assert c["dropped_inapplicable"] == {"a": 5, "b": 5}
+    assert c["diff"] == pytest.approx(-1.0)
+    assert c["mcnemar"]["matched"] == 15 and c["clusters"] == 3
+    keep = [p for p in a + b if p["workflow"] != "wf3"]
+    same = _contrast(contrasts(keep), "rsr", "B0", "B2")
+    assert {k: v for k, v in same.items() if k != "dropped_inapplicable"} == {
+        k: v for k, v in c.items() if k != "dropped_inapplicable"
+    }
+    everything = [dict(p, method_applicable=True) for p in a + b]
+    diluted = _contrast(contrasts(everything), "rsr", "B0", "B2")
+    assert diluted["diff"] == pytest.approx(-0.75)
+    assert diluted["dropped_inapplicable"] == {"a": 0, "b": 0}
+
+
+# --- TOST: paired over matched pairs, clustered by task -------------------------------------
+
+
+def test_tost_is_paired() -> None:
+    # Competence varies between tasks (all or nothing) but barely between methods on the
+    # same task and seed: one discordant pair in 80. Paired, that is equivalent within
+    # ±10 pp; two independent proportions (0.5 vs 0.4875, n = 80) are not.
+    ctrl = [10, 0, 10, 0, 10, 0, 10, 0]
+    a = method_arm("B0", [5] * 8, 10, control_successes_per_workflow=ctrl)
+    b = method_arm("B5", [5] * 8, 10, control_successes_per_workflow=[9, *ctrl[1:]])
+    (cmp,) = tost(a + b)["comparisons"]
+    assert cmp["diff"] == pytest.approx(-1 / 80)
+    assert cmp["matched"] == 80 and cmp["clusters"] == 8 and cmp["unmatched"] == 0
+    assert cmp["test"] == "cluster-robust t" and cmp["df"] == 7
+    assert cmp["equivalent"] is True and cmp["p"] < 0.001
+    lo, hi = cmp["ci90"]
+    assert -0.1 < lo < cmp["diff"] < hi < 0.1
+    independent = tost_proportions_2indep(39, 80, 40, 80, -0.1, 0.1, method="agresti-caffo")
+    assert independent.pvalue > 0.05
+
+
+def test_tost_is_clustered_by_task() -> None:
+    # Half the tasks favour B5 by 30 pp, half B0: the mean difference is 0, but the
+    # tasks disagree, so 8 tasks cannot show equivalence within ±10 pp. Independent pairs
+    # (400 per method, both 0.6875) would say they do.
+    ctrl_a = [20] * 4 + [35] * 4
+    ctrl_b = [35] * 4 + [20] * 4
+    a = method_arm("B0", [5] * 8, 50, control_successes_per_workflow=ctrl_a)
+    b = method_arm("B5", [5] * 8, 50, control_successes_per_workflow=ctrl_b)
+    (cmp,) = tost(a + b)["comparisons"]
+    assert cmp["diff"] == pytest.approx(0.0)
+    assert cmp["equivalent"] is False and cmp["p"] > 0.1
+    # Equal cluster sizes: the cluster-robust SE is the SE of the task means, so the test
+    # is statsmodels' paired t-TOST on the 8 task-level control rates.
+    per_b5 = np.array(ctrl_b) / 50
+    per_b0 = np.array(ctrl_a) / 50
+    p_tasks = ttost_paired(per_b5, per_b0, -0.1, 0.1)[0]
+    assert cmp["p"] == pytest.approx(p_tasks, rel=1e-5)
+    independent = tost_proportions_2indep(275, 400, 275, 400, -0.1, 0.1, method="agresti-caffo")
+    assert independent.pvalue < 0.05
+
+
+def test_tost_exact_bound_when_every_matched_pair_agrees() -> None:
+    a = method_arm("B0", [5] * 2, 30, control_successes_per_workflow=[20, 10])
+    b = method_arm("B5", [5] * 2, 30, control_successes_per_workflow=[20, 10])
+    (cmp,) = tost(a + b)["comparisons"]
+    assert cmp["test"] == "exact: no discordant pair"
+    assert cmp["p"] == pytest.approx(0.9**60, rel=1e-5)
+    assert cmp["equivalent"] is True
+    bound = 1 - 0.05 ** (1 / 60)
+    assert cmp["ci90"] == pytest.approx([-bound, bound], abs=1e-6)
+
+
+def test_tost_matches_pairs_and_drops_inapplicable_cells() -> None:
+    a = method_arm("B0", [5] * 3, 10, control_successes_per_workflow=[8, 6, 9])
+    b = method_arm("B2", [5] * 3, 10, control_successes_per_workflow=[8, 7, 9])
+    b.append(trial(True, True, method="B2", workflow="wf0", seed=99))  # no partner
+    for p in b:
+        if p["workflow"] == "wf2":
+            p["method_applicable"] = False
+    (cmp,) = tost(a + b)["comparisons"]
+    assert cmp["dropped_inapplicable"] == {"a": 10, "b": 10}
+    assert cmp["matched"] == 20 and cmp["unmatched"] == 1 and cmp["clusters"] == 2
+    assert cmp["diff"] == pytest.approx(1 / 20)
+
+
+def test_tost_needs_two_matched_pairs() -> None:
+    a = [trial(True, True, method="B0", seed=0)]
+    b = [trial(True, True, method="B5", seed=1)]
+    (cmp,) = tost(a + b)["comparisons"]
+    assert cmp["matched"] == 0 and cmp["p"] is None and cmp["equivalent"] is False
+
+
+def test_summary_has_the_infra_as_failure_row() -> None:
+    pairs = method_arm("B0", [5, 4], 5) + method_arm("B2", [5, 5], 5)
+    pairs.append(trial(True, episode(False, error="stack died"), method="B2", workflow="wf0"))
+    sens = summarize(pairs)["sensitivity"]["infra_as_failure"]
+    assert sens["overall"]["infra_errors_counted"] == 1
+    assert sens["method"]["B0"]["rsr"] == summarize(pairs)["by"]["method"]["B0"]["rsr"]
+    assert (sens["method"]["B2"]["rsr"]["num"], sens["method"]["B2"]["rsr"]["den"]) == (10, 11)
