@@ -54,13 +54,13 @@ class CheckpointResume(RecoveryWrapper):
     def on_reset(self) -> None:
         self.journal, self.cursor, self.replayed = [], None, 0
 
-    def step(self, action: Any) -> StepResult:
+    def handle(self, action: Any) -> StepResult:
         key = action_key(action)
         if self.cursor is not None:
             replay = self._replay(key)
             if replay is not None:
                 return replay
-        result = self.env.step(action)
+        result = self.send(action)
         self.journal.append(Checkpoint(key, result[0]))
         if result[4].get("worker_crash"):
             self.cursor = 0

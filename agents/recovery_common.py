@@ -1,10 +1,11 @@
-"""What every recovery wrapper needs: the agent's call, the episode's tool capabilities, and a
-classification of what came back.
+"""What every recovery wrapper needs: the agent's call, the episode's tools as every agent
+sees them, a classification of what came back, and a record of what the agent saw.
 
-The wrappers read capabilities only from the tool catalogue (`ToolSpec`: read-only flag,
-effect class, idempotency, compensation, identity fields, REST path) and from the episode's
-OpenAI tool schemas; every call they add goes through `self.env.step`, so through the fault
-proxy, and counts as a physical invocation. Nothing here reads a service's state directly.
+Zero privilege: the wrappers know the tools only from the schemas `reset` returns in
+`info["tools"]` (`public_tools.PublicTool`: parameters, MCP hints, REST route, whether an
+idempotency key is accepted), the task and the observations; never from the env's
+internals. Every call they add goes through `self.env.step`, so through the fault proxy,
+and counts as a physical invocation. Nothing here reads a service's state directly.
 """
 
 from __future__ import annotations
@@ -15,10 +16,9 @@ from typing import Any, SupportsFloat
 
 import gymnasium as gym
 
-from undobench_gym.catalog import FINISH, ToolSpec
+from .public_tools import FINISH, KEY_ARG, PublicTool, public_tools
 
 StepResult = tuple[str, SupportsFloat, bool, bool, dict[str, Any]]
-KEY_ARG = "idempotency_key"
 #: 5xx answers a gateway gives when the backend failed or was not reached: outcome unknown.
 TRANSIENT_STATUS = (502, 503, 504)
 
@@ -114,60 +114,104 @@ def annotate(text: str, **note: Any) -> str:
     return json.dumps(obs, default=str)
 
 
-def episode_tools(
-    env: gym.Env[str, str], info: dict[str, Any]
-) -> tuple[dict[str, ToolSpec], set[str]]:
-    """The episode's tools (from the catalogue, restricted to the names `reset` offered) and
-    the names that take an idempotency key (from the schemas: B2-K adds keys there)."""
-    base: Any = env.unwrapped
-    catalogue: dict[str, ToolSpec] = base._domain.tools
-    tools, keyed = {}, set()
-    for schema in info.get("tools", []):
-        fn = schema.get("function", {})
-        name = fn.get("name")
-        if name == FINISH or name not in catalogue:
-            continue
-        tools[name] = catalogue[name]
-        if KEY_ARG in fn.get("parameters", {}).get("properties", {}):
-            keyed.add(name)
-    return tools, keyed
+def episode_tools(info: dict[str, Any]) -> tuple[dict[str, PublicTool], set[str]]:
+    """The episode's service tools (from the schemas `reset` returned) and the names that
+    take an idempotency key (B2 and B5 add keys there)."""
+    schemas = info.get("tools")
+    tools = public_tools(schemas if isinstance(schemas, list) else [])
+    return tools, {name for name, tool in tools.items() if tool.accepts_key}
+
+
+#: The longest raw action text kept in the agent's view (as the env's transcript does).
+ACTION_TEXT_LIMIT = 2000
+
+
+def loggable(action: Any) -> Any:
+    """The agent's action as it can go into a JSON record: itself when it is JSON (long
+    text cut), else its repr."""
+    if isinstance(action, (bytes, bytearray)):
+        action = repr(bytes(action))
+    if isinstance(action, str):
+        return action if len(action) <= ACTION_TEXT_LIMIT else action[:ACTION_TEXT_LIMIT] + "…"
+    try:
+        json.dumps(action, allow_nan=False)
+    except (TypeError, ValueError):
+        return repr(action)[:ACTION_TEXT_LIMIT]
+    return action
 
 
 class RecoveryWrapper(gym.Wrapper[str, str, str, str]):
-    """Base: learns the episode's tools and task instance on reset."""
+    """Base: learns the episode's tools and task instance on reset, and keeps the episode's
+    `agent_view`: per agent step, the action the agent sent, the observation text it got
+    back, whether the wrapper answered it itself (B1 replay, B5 journal, B6 "verified") and
+    how many env steps the wrapper made for it. The env's transcript holds the calls that
+    reached the wire; this is the other side of the wrapper. Subclasses implement `handle`."""
 
     method = "?"
 
     def __init__(self, env: gym.Env[str, str]) -> None:
         super().__init__(env)
-        self.tools: dict[str, ToolSpec] = {}
+        self.tools: dict[str, PublicTool] = {}
         self.keyed: set[str] = set()
         self.task_instance = ""
+        self.agent_view: list[dict[str, Any]] = []
+        self._answered = False
+        self._env_steps = 0
 
     def reset(
         self, *, seed: int | None = None, options: dict[str, Any] | None = None
     ) -> tuple[str, dict[str, Any]]:
         obs, info = self.env.reset(seed=seed, options=options)
-        self.tools, self.keyed = episode_tools(self.env, info)
+        self.tools, self.keyed = episode_tools(info)
         self.task_instance = str(info.get("task_instance", ""))
+        self.agent_view = []
         self.on_reset()
         return obs, info
 
     def on_reset(self) -> None:
         """Clear per-episode state (the same wrapper object serves many episodes)."""
 
-    def mutating(self, call: Call | None) -> ToolSpec | None:
-        """The tool spec when `call` is a known mutating tool of this episode."""
+    def step(self, action: Any) -> StepResult:
+        self._answered, self._env_steps = False, 0
+        obs, reward, terminated, truncated, info = self.handle(action)
+        self.agent_view.append(
+            {
+                "step": len(self.agent_view) + 1,
+                "action": loggable(action),
+                "observation": obs,
+                "answered_by_wrapper": self._answered,
+                "env_steps": self._env_steps,
+            }
+        )
+        if terminated or truncated:
+            # The trial record gets the agent's side beside the env's wire-level transcript;
+            # an outer wrapper replaces an inner one's view with its own (what the agent saw).
+            info = {**info, "agent_transcript": self.agent_transcript()}
+        return obs, reward, terminated, truncated, info
+
+    def handle(self, action: Any) -> StepResult:
+        """One agent step: by default, passed to the env as it is."""
+        return self.send(action)
+
+    def agent_transcript(self) -> list[dict[str, Any]]:
+        """What the agent sent and saw this episode, step by step (a copy)."""
+        return [dict(entry) for entry in self.agent_view]
+
+    def mutating(self, call: Call | None) -> PublicTool | None:
+        """The public tool when `call` is a known mutating tool of this episode."""
         if call is None or call.tool == FINISH:
             return None
-        spec = self.tools.get(call.tool)
-        return spec if spec is not None and not spec.read_only else None
+        tool = self.tools.get(call.tool)
+        return tool if tool is not None and not tool.read_only else None
 
     def send(self, action: Any) -> StepResult:
+        """One env step on the agent's behalf (its own call, a retry, a read, an undo)."""
+        self._env_steps += 1
         return self.env.step(action)
 
     def answer(self, text: str, **info: Any) -> StepResult:
         """A step the wrapper answers itself, without a call: no reward, the episode goes on."""
+        self._answered = True
         return text, 0.0, False, False, info
 
     def send_bounded(self, action: Any, retries: int) -> tuple[StepResult, int]:

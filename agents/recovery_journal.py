@@ -12,9 +12,11 @@ idempotency key equal to the intent id. The reconciler then settles each intent:
 - unknown outcome (transport error or gateway 5xx): re-sent with the SAME key where the
   endpoint takes keys, else re-sent as it is (bounded, like B0); the agent re-sending the
   same content while the intent is still unknown continues that intent, not a new one;
-- B5-P only: before any re-send of an unknown intent, the effect is read back with the
-  derived read-only tools (`recovery_verify.probe_effect`); found: settled as committed and
-  the agent gets the row; absent: re-sent; no probe derivable: B5's behaviour.
+- B5-P only: before an intent's first send, the reads that can show its effect are taken
+  as a baseline; before any re-send of an unknown intent, the effect is read back
+  (`recovery_verify.probe_effect`: a new or changed row carrying the call's arguments);
+  found: settled as committed and the agent gets the row; absent: re-sent (the last read
+  is the new baseline); no read derivable or inconclusive: B5's behaviour.
 After a worker crash the restarted agent issues its intents again from the start; the
 occurrence counters restart with it, so each intent gets its old id back, and one the
 journal holds as acknowledged is answered from the journal instead of being sent twice.
@@ -26,11 +28,10 @@ from collections import Counter
 from dataclasses import dataclass, field
 from typing import Any
 
-from undobench_gym.catalog import ToolSpec
 from undobench_gym.seeding import stable_id
 
+from .public_tools import KEY_ARG, PublicTool
 from .recovery_common import (
-    KEY_ARG,
     Call,
     RecoveryWrapper,
     StepResult,
@@ -42,7 +43,8 @@ from .recovery_common import (
     parse_call,
     status_of,
 )
-from .recovery_verify import found_observation, probe_effect
+from .recovery_derive import ReadPlan, read_plans
+from .recovery_verify import Baseline, found_observation, probe_effect, take_baseline
 
 
 @dataclass
@@ -55,6 +57,7 @@ class Intent:
     attempts: int = 0
     observation: str | None = None
     probes: list[str] = field(default_factory=list)
+    baseline: Baseline | None = None  # B5-P: the reads before the first send
 
 
 class ClientJournal(RecoveryWrapper):
@@ -73,7 +76,7 @@ class ClientJournal(RecoveryWrapper):
     def on_reset(self) -> None:
         self.journal, self._by_id, self._latest, self._seen = [], {}, {}, Counter()
 
-    def step(self, action: Any) -> StepResult:
+    def handle(self, action: Any) -> StepResult:
         call = parse_call(action)
         spec = self.mutating(call)
         if call is None or spec is None:
@@ -105,12 +108,17 @@ class ClientJournal(RecoveryWrapper):
         self._latest[call.content] = intent
         return intent
 
-    def _settle(self, call: Call, spec: ToolSpec, intent: Intent) -> StepResult:
+    def _settle(self, call: Call, spec: PublicTool, intent: Intent) -> StepResult:
         extra = {KEY_ARG: intent.key} if intent.key and KEY_ARG not in call.arguments else {}
+        plans: list[ReadPlan] = read_plans(spec, call.arguments, self.tools) if self.probes else []
+        if plans and intent.baseline is None and intent.state == "pending":
+            intent.baseline, ended = take_baseline(self.send, plans)
+            if ended is not None:
+                return ended
         sends = 0
         while True:
             if intent.state == "unknown" and self.probes:
-                probe = probe_effect(self.send, call, spec, self.tools)
+                probe = probe_effect(self.send, call, plans, intent.baseline or {})
                 intent.probes.append(probe.verdict)
                 if probe.result is not None:
                     return probe.result
@@ -118,6 +126,8 @@ class ClientJournal(RecoveryWrapper):
                     intent.state = "committed"
                     intent.observation = found_observation(call, probe, self.method)
                     return self.answer(intent.observation)
+                if probe.verdict == "absent":
+                    intent.baseline = probe.seen
             result = self.send(call.action(**extra))
             intent.attempts += 1
             sends += 1

@@ -1,9 +1,10 @@
 """B3 saga: bounded retries, and when a step still fails, real compensating calls for the
 steps already committed, newest first.
 
-The wrapper keeps a stack of the committed mutating steps that have a derivable
-compensation (`recovery_derive.compensation_for`: a created entry is deleted, a charge is
-refunded, an enrollment unenrolled, a page retracted). A step fails definitively when it
+The wrapper keeps a stack of the committed mutating steps that have a compensation derivable
+from the public schemas (`recovery_derive.compensation_for`: a tool with `compensatingHint`
+that deletes the created entry, or offsets the record by its id: a charge is refunded, an
+enrollment unenrolled, a page retracted). A step fails definitively when it
 still has an unknown outcome after the retries (B3 wraps B0's `NaiveRetry`), or when the
 service refuses it outright (400, 403, 404, 410, 412; not 409, which after a lost
 acknowledgement usually means the effect already exists, and not 422, a malformed call the
@@ -56,10 +57,10 @@ class Saga(RecoveryWrapper):
         self.plan = compensations(self.tools)
         self.stack, self.compensated = [], []
 
-    def step(self, action: Any) -> StepResult:
+    def handle(self, action: Any) -> StepResult:
         call = parse_call(action)
         spec = self.mutating(call)
-        result = self.env.step(action)
+        result = self.send(action)
         if call is None or spec is None or is_over(result):
             return result
         obs = load_obs(result[0])

@@ -16,22 +16,42 @@ import json
 from collections.abc import Iterable
 from typing import Any
 
-from undobench_gym import catalog
 from undobench_gym.env import UndoBenchEnv
 from undobench_gym.pairing import run_pair
 
-from .methods import METHODS, applicable_methods, capabilities, server_idempotency_for, wrap
+from .methods import (
+    METHODS,
+    applicable_methods,
+    capabilities,
+    server_idempotency_for,
+    workflow_schemas,
+    workflow_spec,
+    workflow_specs,
+    wrap,
+)
 from .scripted import ScriptedAgent
 
 SCENARIOS = (
     "pay-charge-customer:lost-ack",
     "pay-charge-customer:ambiguous",
     "pay-renew-subscription:lost-ack",
+    "pay-renew-subscription:pre-reset",
     "db-transfer-funds:credit-lost-ack",
+    "db-upgrade-tier:bonus-lost-ack",
+    "msg-oncall-sms:chat-lost-ack",
     "pay-split-payout:crash-mid-batch",
     "pay-charge-customer:worker-crash",
 )
-COLUMNS = ("success", "duplicates", "missing", "physical", "committed", "semantic", "reissued")
+COLUMNS = (
+    "success",
+    "duplicates",
+    "missing",
+    "unrequired",
+    "physical",
+    "committed",
+    "semantic",
+    "reissued",
+)
 
 
 def measure(
@@ -45,7 +65,7 @@ def measure(
     try:
         for item in scenarios:
             wf_id, _, sc_id = item.partition(":")
-            workflow = catalog.find_workflow(wf_id)
+            workflow = workflow_spec(wf_id)
             scenario = workflow.scenario(sc_id)
             for method in methods:
                 key = (workflow.domain, server_idempotency_for(method))
@@ -69,6 +89,7 @@ def measure(
                     row["pairs"] += 1
                     row["success"] += int(fault["success"])
                     row["reissued"] += effects["reissued_after_commit"]
+                    row["unrequired"] += len(fault["verdict"].get("unrequired", []))
                     for col in ("duplicates", "missing", "physical", "committed", "semantic"):
                         row[col] += effects[col]
                     row["prefix_equivalent"] &= pair["prefix_equivalent"]
@@ -95,8 +116,8 @@ def derivations() -> str:
         "| workflow | applicable methods | verifiers (B5-P, B6) | compensations (B3) |",
         "|---|---|---|---|",
     ]
-    for workflow in catalog.all_workflows():
-        caps = capabilities(workflow)
+    for workflow in workflow_specs():
+        caps = capabilities(workflow_schemas(workflow))
         probes = "<br>".join(f"`{m}` → {', '.join(v)}" for m, v in caps["probes"].items())
         comps = "<br>".join(f"`{f}` → `{c}`" for f, c in caps["compensations"].items())
         methods = ", ".join(applicable_methods(workflow))

@@ -1,12 +1,18 @@
-"""B6 verify-before-retry, and the probe it shares with B5-P.
+"""B6 verify-before-retry, and the read-back it shares with B5-P.
 
-After a mutating call fails with an unknown outcome (transport error or gateway 5xx), read
-the effect back with the read-only tools derived for that call (`verifiers_for`), through
-the proxy like any call, and look for a row that carries the call's identity values. Found:
-the call committed and its acknowledgement was lost, so it is not sent again and the agent
-gets the row. Absent (every verifier answered and none shows it): re-send. Inconclusive (a
-verifier failed too) or no verifier derivable: do not re-send; an unknown outcome is left
-unknown rather than risk a duplicate.
+Before a mutating call is sent, read the collection or resource its effect would show in
+(the reads `recovery_derive.read_plans` derives from the public schemas), through the proxy
+like any call: the *baseline*. The fixtures carry history (a subscription already has
+invoices, an account already has audit rows), so a row that matches the call proves
+nothing unless it was not there before. After the call fails with an unknown outcome
+(transport error or gateway 5xx), read again and look for a row that is new or changed
+since the baseline and carries the call's argument values. Found: the call committed and
+its acknowledgement was lost, so it is not sent again and the agent gets the row. Absent
+(every read answered, none shows it): re-send, with the last read as the new baseline.
+A read whose rows carry none of the call's arguments cannot show it either way and is left
+out of the verdict. Inconclusive (a read failed, its baseline is missing, or no read could
+show the effect) or no read derivable: do not re-send; an unknown outcome is left unknown
+rather than risk a duplicate. A 404 is an empty read (nothing there yet), not a failure.
 """
 
 from __future__ import annotations
@@ -16,8 +22,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any, Literal
 
-from undobench_gym.catalog import ToolSpec
-
+from .public_tools import PublicTool
 from .recovery_common import (
     Call,
     RecoveryWrapper,
@@ -30,7 +35,10 @@ from .recovery_common import (
     parse_call,
     status_of,
 )
-from .recovery_derive import find_effect, intent_values, required_params, verifiers_for
+from .recovery_derive import ReadPlan, blind, find_effect, read_plans, row_keys, sent_values
+
+#: Per read tool: the rows it showed before the call (None: that read failed).
+Baseline = dict[str, frozenset[str] | None]
 
 
 @dataclass
@@ -42,36 +50,66 @@ class Probe:
     row: dict[str, Any] | None = None
     status: int | None = None
     result: StepResult | None = None  # the episode ended during the probe
+    seen: Baseline = field(default_factory=dict)  # what the reads showed: the next baseline
+
+
+#: A read that found nothing at the address: an empty read, not a failed one.
+NOT_FOUND = 404
+
+
+def read_rows(obs: dict[str, Any]) -> Any:
+    """The body of a read that answered (a 404 reads as empty); None when it failed."""
+    if is_ack(obs):
+        return obs.get("body")
+    return [] if status_of(obs) == NOT_FOUND else None
+
+
+def take_baseline(
+    step: Callable[[Any], StepResult], plans: list[ReadPlan]
+) -> tuple[Baseline, StepResult | None]:
+    """Read every plan once before the call; the second item is set when the episode ended
+    during a read (the call is then not sent)."""
+    baseline: Baseline = {}
+    for plan in plans:
+        result = step({"tool": plan.tool, "arguments": plan.arguments})
+        if is_over(result):
+            return baseline, result
+        body = read_rows(load_obs(result[0]))
+        baseline[plan.tool] = None if body is None else row_keys(body)
+    return baseline, None
 
 
 def probe_effect(
-    step: Callable[[Any], StepResult],
-    call: Call,
-    spec: ToolSpec,
-    tools: dict[str, ToolSpec],
+    step: Callable[[Any], StepResult], call: Call, plans: list[ReadPlan], baseline: Baseline
 ) -> Probe:
-    """Read `call`'s effect back through the derived read-only tools (stop at the first hit)."""
-    values = intent_values(spec, call.arguments)
-    plans = []
-    for verifier in verifiers_for(spec, tools):
-        args = verifier.arguments(call.arguments, required_params(tools[verifier.tool]))
-        if args is not None and values:
-            plans.append((verifier.tool, args))
+    """Read `call`'s effect back with `plans` (stop at the first read that shows it).
+    Present when a read shows it; else inconclusive when a read failed or had no baseline;
+    else absent when at least one read could have shown it; else inconclusive."""
     if not plans:
         return Probe("unverifiable")
-    probe = Probe("absent")
-    for tool, args in plans:
-        result = step({"tool": tool, "arguments": args})
-        probe.tools.append(tool)
+    values = sent_values(call.arguments)
+    probe = Probe("inconclusive")
+    failed = seeing = False
+    for plan in plans:
+        result = step({"tool": plan.tool, "arguments": plan.arguments})
+        probe.tools.append(plan.tool)
         if is_over(result):
             return Probe("over", probe.tools, result=result)
         obs = load_obs(result[0])
-        if not is_ack(obs):
-            probe.verdict = "inconclusive"
+        body = read_rows(obs)
+        probe.seen[plan.tool] = None if body is None else row_keys(body)
+        before = baseline.get(plan.tool)
+        if body is None or before is None:
+            failed = True
             continue
-        row = find_effect(obs.get("body"), values)
+        if blind(body, values, plan):
+            continue
+        seeing = True
+        row = find_effect(body, values, plan, before)
         if row is not None:
-            return Probe("present", probe.tools, row, status_of(obs))
+            return Probe("present", probe.tools, row, status_of(obs), seen=probe.seen)
+    if seeing and not failed:
+        probe.verdict = "absent"
     return probe
 
 
@@ -89,7 +127,8 @@ def found_observation(call: Call, probe: Probe, method: str) -> str:
                 "verified_by": probe.tools[-1],
                 "note": (
                     "the response to this call was lost; reading it back showed the effect "
-                    "exists, so the call was not sent again"
+                    "(a new or changed record carrying this call's arguments), so the call "
+                    "was not sent again"
                 ),
             },
         },
@@ -100,7 +139,7 @@ def found_observation(call: Call, probe: Probe, method: str) -> str:
 def annotate_unknown(text: str, probe: Probe, method: str) -> str:
     why = {
         "unverifiable": "no read-only tool can show this call's effect",
-        "inconclusive": "reading the effect back failed too",
+        "inconclusive": "reading the effect back did not tell (a read failed or cannot show it)",
     }[probe.verdict]
     return annotate(
         text, method=method, committed=None, note=f"outcome unknown and not re-sent: {why}"
@@ -108,8 +147,9 @@ def annotate_unknown(text: str, probe: Probe, method: str) -> str:
 
 
 class VerifyBeforeRetry(RecoveryWrapper):
-    """B6: re-send a failed mutating call only once reading back shows its effect is absent;
-    with no derivable verifier, do not re-send (safe). Failed reads are re-sent blindly."""
+    """B6: read before a mutating call; re-send it after an unknown outcome only once
+    reading back shows its effect is absent; with no derivable read, do not re-send (safe).
+    Failed reads are re-sent blindly."""
 
     method = "B6"
 
@@ -121,17 +161,21 @@ class VerifyBeforeRetry(RecoveryWrapper):
     def on_reset(self) -> None:
         self.probes = []
 
-    def step(self, action: Any) -> StepResult:
+    def handle(self, action: Any) -> StepResult:
         call = parse_call(action)
         spec = self.mutating(call)
         if call is None or spec is None:
             return self.send_bounded(action, self.retries if call else 0)[0]
+        plans = self.plans(call, spec)
+        baseline, ended = take_baseline(self.send, plans)
+        if ended is not None:
+            return ended
         result = self.send(action)
         tries = 0
         while not is_over(result) and is_transient(load_obs(result[0])):
             if tries >= self.retries:
                 return result
-            probe = probe_effect(self.send, call, spec, self.tools)
+            probe = probe_effect(self.send, call, plans, baseline)
             self.probes.append({"tool": call.tool, "verdict": probe.verdict, "by": probe.tools})
             if probe.result is not None:
                 return probe.result
@@ -140,6 +184,10 @@ class VerifyBeforeRetry(RecoveryWrapper):
             if probe.verdict != "absent":
                 text = annotate_unknown(result[0], probe, self.method)
                 return text, result[1], result[2], result[3], result[4]
+            baseline = probe.seen
             tries += 1
             result = self.send(action)
         return result
+
+    def plans(self, call: Call, spec: PublicTool) -> list[ReadPlan]:
+        return read_plans(spec, call.arguments, self.tools)

@@ -3,68 +3,53 @@
 from __future__ import annotations
 
 import json
-from typing import Any, SupportsFloat
+from typing import Any
 
 import gymnasium as gym
 
 from undobench_gym.seeding import stable_id
 
-from .recovery_common import is_transient, load_obs
+from .public_tools import KEY_ARG
+from .recovery_common import RecoveryWrapper, StepResult, is_over, is_transient, load_obs
 
 
-def _transient(obs_text: str) -> bool:
-    return is_transient(load_obs(obs_text))
-
-
-class NaiveRetry(gym.Wrapper[str, str, str, str]):
+class NaiveRetry(RecoveryWrapper):
     """B0: re-send the same call after a transport error or a 5xx, up to `retries` times."""
+
+    method = "B0"
 
     def __init__(self, env: gym.Env[str, str], retries: int = 2) -> None:
         super().__init__(env)
         self.retries = retries
 
-    def step(self, action: Any) -> tuple[str, SupportsFloat, bool, bool, dict[str, Any]]:
-        obs, reward, terminated, truncated, info = self.env.step(action)
+    def handle(self, action: Any) -> StepResult:
+        result = self.send(action)
         tries = 0
-        while _transient(obs) and tries < self.retries and not (terminated or truncated):
+        while is_transient(load_obs(result[0])) and tries < self.retries and not is_over(result):
             tries += 1
-            obs, reward, terminated, truncated, info = self.env.step(action)
-        return obs, reward, terminated, truncated, info
+            result = self.send(action)
+        return result
 
 
-class IdempotencyKeys(gym.Wrapper[str, str, str, str]):
-    """B2: give every call to a key-accepting tool a key derived from the episode and the
-    call's content, so a re-sent call carries the same key."""
+class IdempotencyKeys(RecoveryWrapper):
+    """B2: give every call to a key-accepting tool (its public schema has an
+    `idempotency_key` property) a key derived from the episode and the call's content, so a
+    re-sent call carries the same key."""
 
-    def __init__(self, env: gym.Env[str, str]) -> None:
-        super().__init__(env)
-        self.keyed: set[str] = set()
-        self.task_instance = ""
+    method = "B2"
 
-    def reset(
-        self, *, seed: int | None = None, options: dict[str, Any] | None = None
-    ) -> tuple[str, dict[str, Any]]:
-        obs, info = self.env.reset(seed=seed, options=options)
-        self.task_instance = info["task_instance"]
-        self.keyed = {
-            t["function"]["name"]
-            for t in info["tools"]
-            if "idempotency_key" in t["function"]["parameters"].get("properties", {})
-        }
-        return obs, info
-
-    def step(self, action: Any) -> tuple[str, SupportsFloat, bool, bool, dict[str, Any]]:
+    def handle(self, action: Any) -> StepResult:
         parsed = action
         if isinstance(action, str):
             try:
                 parsed = json.loads(action)
             except ValueError:
-                return self.env.step(action)
+                return self.send(action)
         if (
             isinstance(parsed, dict)
             and parsed.get("tool") in self.keyed
             and isinstance(parsed.get("arguments"), dict)
-            and "idempotency_key" not in parsed["arguments"]
+            and KEY_ARG not in parsed["arguments"]
         ):
             args = parsed["arguments"]
             key = stable_id(
@@ -74,5 +59,5 @@ class IdempotencyKeys(gym.Wrapper[str, str, str, str]):
                 json.dumps(args, sort_keys=True, default=str),
                 length=24,
             )
-            parsed = {**parsed, "arguments": {**args, "idempotency_key": key}}
-        return self.env.step(parsed)
+            parsed = {**parsed, "arguments": {**args, KEY_ARG: key}}
+        return self.send(parsed)

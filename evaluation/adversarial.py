@@ -204,7 +204,8 @@ def applies(behaviour: str, scenario: FaultScenario, spec: ToolSpec) -> bool:
         return visible and spec.accepts_key
     if behaviour == "resend_after_4xx":
         return scenario.target.nth == 1
-    return visible  # give_up reacts to a failure the agent sees
+    # give_up reacts to a failure the agent sees: a crash mid-composite is one
+    return scenario.boundary is not Boundary.POST_ACK_PRE_CHECKPOINT
 
 
 def expect_and_observe(

@@ -96,6 +96,18 @@ class Conversation:
     acted: bool = False  # F2: an action was returned, so the next observation answers it
 
 
+def model_tools(schemas: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """The tool schemas as a model server takes them: `type` and `function` only. The MCP
+    hints and the REST route beside them in `info["tools"]` are not part of the
+    chat-completions tool format (a strict server rejects them), and the prompt stays the
+    one the published runs used."""
+    return [
+        {"type": schema.get("type", "function"), "function": schema["function"]}
+        for schema in schemas
+        if isinstance(schema, dict) and isinstance(schema.get("function"), dict)
+    ]
+
+
 class LLMAgent:
     """Base of F1/F2. `stats` counts over the agent's life, `episode_stats` per episode."""
 
@@ -122,7 +134,9 @@ class LLMAgent:
 
     def reset_task(self, info: dict[str, Any]) -> None:
         self.episode_stats = Counter({k: 0 for k in STAT_KEYS})
-        self.conv = Conversation(task_instance=str(info["task_instance"]), tools=info["tools"])
+        self.conv = Conversation(
+            task_instance=str(info["task_instance"]), tools=model_tools(info["tools"])
+        )
         self.conv.messages = self.initial_messages(info)
 
     def checkpoint(self) -> Conversation:

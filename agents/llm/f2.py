@@ -24,7 +24,7 @@ class ReActAgent(LLMAgent):
 
     def initial_messages(self, info: dict[str, Any]) -> list[dict[str, Any]]:
         return [
-            {"role": "system", "content": react_system_prompt(info["tools"])},
+            {"role": "system", "content": react_system_prompt(self.conv.tools)},
             {"role": "user", "content": info["task"]},
         ]
 

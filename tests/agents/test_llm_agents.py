@@ -94,9 +94,14 @@ def test_paired_run_follows_the_plan(fake_server: Any, env_for: Any, framework: 
     )
     if framework == "F1":
         assert all(r["tools"][-1]["function"]["name"] == "finish" for r in fake_server.requests)
+        # Only the chat-completions tool format goes to the server: the public hints and
+        # the REST route stay with the agent.
+        sent = [set(t) for r in fake_server.requests for t in r["tools"]]
+        assert sent and all(keys == {"type", "function"} for keys in sent)
     else:
         assert all("tools" not in r for r in fake_server.requests)
         assert "Action:" in fake_server.requests[0]["messages"][0]["content"]
+        assert "readOnlyHint" not in fake_server.requests[0]["messages"][0]["content"]
 
 
 def test_seed_derives_from_task_instance_and_turn() -> None:

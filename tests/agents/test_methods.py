@@ -13,8 +13,10 @@ from undobench_gym.agents.methods import (
     PLANNED,
     applicable_methods,
     server_idempotency_for,
+    workflow_schemas,
     wrap,
 )
+from undobench_gym.agents.public_tools import public_tools
 from undobench_gym.agents.recovery_checkpoint import CheckpointResume
 from undobench_gym.agents.recovery_derive import compensation_for, compensations, verifiers_for
 from undobench_gym.agents.scripted import ScriptedAgent
@@ -23,7 +25,9 @@ from undobench_gym import catalog
 from undobench_gym.pairing import run_episode, run_pair
 
 # (success, duplicates, missing, physical, committed, reissued_after_commit) of the fault
-# episode, scripted gold-plan agent, seed 1. Why each row is what it is: docs/methods.md.
+# episode, scripted gold-plan agent, seed 1; no cell has an unrequired effect. Why each row
+# is what it is: docs/methods.md. B5-P and B6 read before every mutation (the baseline that
+# tells a new effect from history): one read per derived verifier, in both episodes.
 EXPECTED: dict[str, dict[str, tuple[bool, int, int, int, int, int]]] = {
     # The charge commits, its answer is lost; create_charge takes keys natively.
     "pay-charge-customer:lost-ack": {
@@ -34,8 +38,8 @@ EXPECTED: dict[str, dict[str, tuple[bool, int, int, int, int, int]]] = {
         "B2-K": (True, 0, 0, 3, 1, 1),
         "B3": (False, 1, 0, 3, 2, 1),  # B0's retries; nothing failed for good
         "B5": (True, 0, 0, 3, 1, 1),  # intent id as the key
-        "B5-P": (True, 0, 0, 3, 1, 0),  # probe list_charges: found, not re-sent
-        "B6": (True, 0, 0, 3, 1, 0),
+        "B5-P": (True, 0, 0, 4, 1, 0),  # list_charges before and after: a new charge
+        "B6": (True, 0, 0, 4, 1, 0),
     },
     # Seed 1's hidden coin: the charge did NOT commit behind the same visible error.
     "pay-charge-customer:ambiguous": {
@@ -46,8 +50,8 @@ EXPECTED: dict[str, dict[str, tuple[bool, int, int, int, int, int]]] = {
         "B2-K": (True, 0, 0, 3, 1, 0),
         "B3": (True, 0, 0, 3, 1, 0),
         "B5": (True, 0, 0, 3, 1, 0),
-        "B5-P": (True, 0, 0, 4, 1, 0),  # probe: absent, then re-sent
-        "B6": (True, 0, 0, 4, 1, 0),
+        "B5-P": (True, 0, 0, 5, 1, 0),  # read, call, read (nothing new), re-send
+        "B6": (True, 0, 0, 5, 1, 0),
     },
     # renew_subscription takes no key: only server keys (B2-K) or reading back save it.
     "pay-renew-subscription:lost-ack": {
@@ -58,8 +62,20 @@ EXPECTED: dict[str, dict[str, tuple[bool, int, int, int, int, int]]] = {
         "B2-K": (True, 0, 0, 3, 1, 1),
         "B3": (False, 1, 0, 3, 2, 1),
         "B5": (False, 1, 0, 3, 2, 1),  # no key, no reads: bounded retry duplicates
-        "B5-P": (True, 0, 0, 3, 1, 0),  # list_invoices shows the renewal's invoice
-        "B6": (True, 0, 0, 3, 1, 0),
+        "B5-P": (True, 0, 0, 4, 1, 0),  # list_invoices shows a new invoice
+        "B6": (True, 0, 0, 4, 1, 0),
+    },
+    # The renewal is dropped before the service: nothing committed, so re-send it.
+    "pay-renew-subscription:pre-reset": {
+        "bare": (False, 0, 1, 2, 0, 0),
+        "B0": (True, 0, 0, 3, 1, 0),
+        "B1": (False, 0, 1, 2, 0, 0),
+        "B2": (True, 0, 0, 3, 1, 0),
+        "B2-K": (True, 0, 0, 3, 1, 0),
+        "B3": (True, 0, 0, 3, 1, 0),
+        "B5": (True, 0, 0, 3, 1, 0),
+        "B5-P": (True, 0, 0, 5, 1, 0),  # no invoice beyond the baseline: re-sent
+        "B6": (True, 0, 0, 5, 1, 0),
     },
     # The credit (second adjust_balance, no key) commits and its answer is lost.
     "db-transfer-funds:credit-lost-ack": {
@@ -70,8 +86,32 @@ EXPECTED: dict[str, dict[str, tuple[bool, int, int, int, int, int]]] = {
         "B2-K": (True, 0, 0, 4, 2, 1),
         "B3": (False, 1, 0, 4, 3, 1),
         "B5": (False, 1, 0, 4, 3, 1),
-        "B5-P": (True, 0, 0, 4, 2, 0),  # list_audit shows the credit
-        "B6": (True, 0, 0, 4, 2, 0),
+        "B5-P": (True, 0, 0, 8, 2, 0),  # list_audit shows a new audit row for the credit
+        "B6": (True, 0, 0, 8, 2, 0),
+    },
+    # The bonus adjustment after the tier change commits; its answer is lost.
+    "db-upgrade-tier:bonus-lost-ack": {
+        "bare": (True, 0, 0, 3, 2, 0),
+        "B0": (False, 1, 0, 4, 3, 1),
+        "B1": (True, 0, 0, 3, 2, 0),
+        "B2": (False, 1, 0, 4, 3, 1),
+        "B2-K": (True, 0, 0, 4, 2, 1),
+        "B3": (False, 1, 0, 4, 3, 1),
+        "B5": (False, 1, 0, 4, 3, 1),
+        "B5-P": (True, 0, 0, 8, 2, 0),  # the tier change's audit row is in the baseline
+        "B6": (True, 0, 0, 8, 2, 0),
+    },
+    # The chat message after the SMS commits; its answer is lost (post takes no key).
+    "msg-oncall-sms:chat-lost-ack": {
+        "bare": (True, 0, 0, 3, 2, 0),
+        "B0": (False, 1, 0, 4, 3, 1),
+        "B1": (True, 0, 0, 3, 2, 0),
+        "B2": (False, 1, 0, 4, 3, 1),
+        "B2-K": (True, 0, 0, 4, 2, 1),
+        "B3": (False, 1, 0, 4, 3, 1),
+        "B5": (False, 1, 0, 4, 3, 1),
+        "B5-P": (True, 0, 0, 6, 2, 0),  # list_chat_messages shows the new message
+        "B6": (True, 0, 0, 6, 2, 0),
     },
     # The service exits after the first of three transfers; the payout stays `processing`.
     "pay-split-payout:crash-mid-batch": {
@@ -82,8 +122,8 @@ EXPECTED: dict[str, dict[str, tuple[bool, int, int, int, int, int]]] = {
         "B2-K": (False, 0, 2, 2, 2, 0),  # 409 idempotency_interrupted: same key, refused
         "B3": (False, 2, 0, 2, 6, 0),  # the retry "succeeds": no failure, no compensation
         "B5": (False, 2, 0, 2, 6, 0),
-        "B5-P": (False, 0, 2, 2, 2, 0),  # the probe sees the payout: not re-sent, still partial
-        "B6": (False, 0, 2, 2, 2, 0),
+        "B5-P": (False, 0, 2, 3, 2, 0),  # the probe sees the new payout: not re-sent, partial
+        "B6": (False, 0, 2, 3, 2, 0),
     },
     # Acknowledged, then the worker dies: the harness restarts the agent from the task start.
     "pay-charge-customer:worker-crash": {
@@ -94,8 +134,8 @@ EXPECTED: dict[str, dict[str, tuple[bool, int, int, int, int, int]]] = {
         "B2-K": (True, 0, 0, 4, 1, 1),
         "B3": (False, 1, 0, 4, 2, 1),
         "B5": (True, 0, 0, 3, 1, 0),  # the get is re-sent, the acked intent is not
-        "B5-P": (True, 0, 0, 3, 1, 0),
-        "B6": (False, 1, 0, 4, 2, 1),  # no error to verify: B6 never acts
+        "B5-P": (True, 0, 0, 4, 1, 0),
+        "B6": (False, 1, 0, 6, 2, 1),  # no error to verify: B6 never acts
     },
 }
 CASES = [(sc, m) for sc in EXPECTED for m in METHODS]
@@ -146,6 +186,7 @@ def test_verdicts_and_prefix_equivalence(env_for: Any, item: str, method: str) -
     )
     assert fault["fault_fired"]
     assert got == EXPECTED[item][method], [(w["tool"], w["status"]) for w in fault["wire"]]
+    assert fault["verdict"]["unrequired"] == []
     # Wire and commit log agree with the counts the verdict reports.
     assert len(fault["wire"]) == e["physical"] and len(fault["commit_log"]) == e["committed"]
 
@@ -156,13 +197,19 @@ def _tools(ep: dict[str, Any]) -> list[str]:
 
 def test_verification_reads_through_the_proxy_and_does_not_resend(env_for: Any) -> None:
     ep, _ = _fault(env_for, "pay-charge-customer:lost-ack", "B6")
-    assert _tools(ep) == ["get_customer", "create_charge", "list_charges"]
+    # The read before the charge is the baseline; the read after shows a new charge.
+    assert _tools(ep) == ["get_customer", "list_charges", "create_charge", "list_charges"]
     assert [r["op"] for r in ep["commit_log"]] == ["charge.create"]
     assert ep["transcript"][-2]["observation"]["status"] == 200  # the read, via the proxy
     ep, _ = _fault(env_for, "db-transfer-funds:credit-lost-ack", "B6")
-    assert _tools(ep) == ["get_account", "adjust_balance", "adjust_balance", "list_audit"]
+    assert _tools(ep) == [
+        "get_account",
+        *("list_audit", "get_account", "adjust_balance"),  # the debit, read before
+        *("list_audit", "get_account", "adjust_balance"),  # the credit, read before
+        "list_audit",  # a new audit row of the credited account: found, not re-sent
+    ]
     ep, _ = _fault(env_for, "pay-split-payout:crash-mid-batch", "B5-P")
-    assert _tools(ep) == ["create_payout", "list_payouts"]
+    assert _tools(ep) == ["list_payouts", "create_payout", "list_payouts"]
     assert any("processing" in p for p in ep["verdict"]["partial"])
 
 
@@ -327,15 +374,15 @@ def test_wrappers_pass_malformed_actions_through(env_for: Any, method: str) -> N
 
 
 def _domain_tools(domain: str) -> dict[str, Any]:
-    return catalog.domain(domain).tools
+    """Every tool of a domain, as its public schema shows it."""
+    return public_tools(t.openai_schema() for t in catalog.domain(domain).tools.values())
 
 
 def _workflow_tools(workflow: str) -> dict[str, Any]:
-    spec = catalog.find_workflow(workflow)
-    return {n: _domain_tools(spec.domain)[n] for n in spec.tools}
+    return public_tools(workflow_schemas(workflow))
 
 
-def test_verifiers_are_derived_from_paths_and_identity() -> None:
+def test_verifiers_are_derived_from_paths_and_arguments() -> None:
     pay = _workflow_tools("pay-charge-customer")
     assert [(v.tool, v.binds) for v in verifiers_for(pay["create_charge"], pay)] == [
         ("list_charges", ("customer_id",))
@@ -350,9 +397,15 @@ def test_verifiers_are_derived_from_paths_and_identity() -> None:
     ]
     payout = _workflow_tools("pay-split-payout")
     assert verifiers_for(payout["resume_payout"], payout) == []
+    # A set reads its addressed item first, and needs an argument left to compare.
+    tier = _workflow_tools("db-upgrade-tier")
+    assert [v.tool for v in verifiers_for(tier["set_account_tier"], tier)] == [
+        "get_account",
+        "list_audit",
+    ]
 
 
-def test_compensations_are_derived_from_the_catalogue() -> None:
+def test_compensations_are_derived_from_the_public_schemas() -> None:
     pay = compensation_for(_domain_tools("payments")["create_charge"], _domain_tools("payments"))
     assert pay is not None and (pay.tool, pay.from_id, pay.by_name) == (
         "create_refund",
@@ -365,13 +418,14 @@ def test_compensations_are_derived_from_the_catalogue() -> None:
     }
     tix = compensations(_domain_tools("ticketing"))
     assert tix["page_responder"].tool == "retract_page"
+    assert tix["page_responder"].notes == ("message",)  # prose: a saga note, not the page text
     assert "open_incident" not in tix  # reopening is not undoing a creation
     assert compensations(_domain_tools("crm"))["enroll_contact"].tool == "unenroll_contact"
     cloud = compensations(_domain_tools("cloud"))
     assert cloud["register_endpoint"].tool == "deregister_endpoint"
     assert cloud["register_endpoint"].rule == "rest-delete"
     # Set effects get none: undoing one needs the value it replaced.
-    assert all(_domain_tools("cloud")[f].effect_class != "set" for f in cloud)
+    assert all(_domain_tools("cloud")[f].effect != "set" for f in cloud)
 
 
 def test_applicable_methods_follow_capabilities() -> None:
@@ -379,10 +433,9 @@ def test_applicable_methods_follow_capabilities() -> None:
     assert set(applicable_methods("pay-charge-customer")) == every - {"B3"}
     assert set(applicable_methods("pay-renew-subscription")) == every - {"B2", "B3"}
     assert "B3" in applicable_methods("tix-retract-mistaken-page")
-    assert set(applicable_methods("crm-convert-lead")) == {"bare", "B0", "B1", "B2-K", "B5"}
     for workflow in catalog.all_workflows():
         methods = applicable_methods(workflow)
-        assert {"bare", "B0", "B1"} <= set(methods) <= every
+        assert {"bare", "B0", "B1", "B2-K", "B5"} <= set(methods) <= every
 
 
 # ---- B6's safe fallback, on a stub env (no stack) -------------------------------------
@@ -419,5 +472,8 @@ def test_b6_does_not_resend_what_it_cannot_verify() -> None:
     stub.calls.clear()
     args = {"reference": "r", "currency": "usd", "recipients": [{"account": "a", "amount": 1}]}
     env.step({"tool": "create_payout", "arguments": args})
-    # Read back (absent), re-send, twice, then give the unknown outcome to the agent.
-    assert stub.calls == ["create_payout", "list_payouts"] * 2 + ["create_payout"]
+    # Read before, then read back (absent), re-send, twice, then give the unknown outcome
+    # to the agent.
+    assert stub.calls == ["list_payouts"] + ["create_payout", "list_payouts"] * 2 + [
+        "create_payout"
+    ]

@@ -182,7 +182,7 @@ class TrialWorker:
         return [k for pool in self.pools.values() for k in pool.keys_lru()]
 
     def run(self, task: TrialTask, attempt: int) -> Outcome:
-        from ..agents.methods import wrap
+        from ..agents.methods import applicable, server_idempotency_for, workflow_schemas, wrap
 
         t0 = time.monotonic()
         out = Outcome(task.pair_id, attempt, worker=self.name)
@@ -212,6 +212,10 @@ class TrialWorker:
                     episode_time_limit=self.episode_time_limit,
                 )
             record["agent_exceptions"] = agent.exceptions
+            # Whether the method can act on this pair at all (B2 without a keyed target
+            # behaves as B0): contrasts between methods use the applicable pairs only.
+            schemas = workflow_schemas(wf, server_idempotency_for(task.method))
+            record["method_applicable"] = applicable(task.method, schemas, scenario.target.tool)
             out.record = record
         except TrialTimeout as exc:
             out.error_kind, out.error = TIMEOUT, str(exc)
