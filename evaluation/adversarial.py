@@ -204,6 +204,8 @@ def applies(behaviour: str, scenario: FaultScenario, spec: ToolSpec) -> bool:
         return visible and spec.accepts_key
     if behaviour == "resend_after_4xx":
         return scenario.target.nth == 1
+    if behaviour == "read_first":
+        return True  # reads must never move the fault, a worker crash's included
     # give_up reacts to a failure the agent sees: a crash mid-composite is one
     return scenario.boundary is not Boundary.POST_ACK_PRE_CHECKPOINT
 

@@ -125,6 +125,32 @@ def _audit_oracles(args: argparse.Namespace) -> int:
     return 0 if report.ok else 1
 
 
+def _audit_adversarial(args: argparse.Namespace) -> int:
+    from undobench_gym.catalog import find_workflow
+
+    from .adversarial import BEHAVIOURS, run_suite, table
+
+    workflows = [find_workflow(w) for w in args.workflows.split(",")] if args.workflows else None
+    behaviours = tuple(args.only.split(",")) if args.only else BEHAVIOURS
+    unknown = set(behaviours) - set(BEHAVIOURS)
+    if unknown:
+        print(f"unknown behaviours {sorted(unknown)}; known: {', '.join(BEHAVIOURS)}")
+        return 2
+    rows = run_suite(workflows, behaviours, seed=args.seed)
+    wrong = [r for r in rows if not r.agrees]
+    if args.json:
+        print(json.dumps({"ok": not wrong, "rows": [r.__dict__ for r in rows]}, indent=2))
+    else:
+        print(table(rows))
+        print(f"adversarial suite: {len(rows)} episodes, {len(wrong)} wrong verdicts")
+        for r in wrong:
+            print(
+                f"  {r.behaviour} {r.workflow}:{r.scenario}: expected {r.expected}, "
+                f"got {r.observed}"
+            )
+    return 0 if not wrong else 1
+
+
 def register(sub: Any) -> None:
     """Add the evaluation commands to `undobench`; extends the existing `report` parser."""
     rep = sub.choices["report"]
@@ -170,3 +196,13 @@ def register(sub: Any) -> None:
     o.add_argument("--only", help="case kinds, e.g. perfect,skip-effect,never-retry")
     o.add_argument("--json", action="store_true", help="print every case as JSON")
     o.set_defaults(func=_audit_oracles)
+    adv = kinds.add_parser(
+        "adversarial",
+        help="real agents' behaviours after a fault (rewording, fresh keys, giving up, ...) "
+        "and the verdict each must get",
+    )
+    adv.add_argument("--workflows", help="comma-separated workflow ids (default: all)")
+    adv.add_argument("--only", help="behaviours, e.g. reworded_resend,give_up")
+    adv.add_argument("--seed", type=int, default=1, help="episode seed (default 1)")
+    adv.add_argument("--json", action="store_true", help="print every episode as JSON")
+    adv.set_defaults(func=_audit_adversarial)

@@ -183,22 +183,49 @@ def _run(args: argparse.Namespace) -> int:
 
 
 def _print_summary(summary: dict[str, Any], out: Path) -> None:
+    from rich import box
     from rich.console import Console
     from rich.table import Table
 
     o = summary["overall"]
-    table = Table(title=f"{o['N']} pairs: N={o['N']} D={o['D']} F={o['F']} C={o['C']}")
-    table.add_column("method")
-    cols = ("control_rate", "rsr", "crsr", "der", "mer", "urr", "eor", "fired_rate")
-    for c in cols:
-        table.add_column(c, justify="right")
+    table = Table(
+        title=f"{o['N']} pairs: N={o['N']} D={o['D']} F={o['F']} C={o['C']}",
+        box=box.SIMPLE_HEAD,
+        padding=(0, 1),
+        pad_edge=False,
+        show_edge=False,
+        caption="report.md and summary.json have every metric (urr, the aware rsr, ...)",
+    )
+    table.add_column("method", min_width=6, no_wrap=True)
+    cols = {  # metric: column header (short, so the table fits 80 columns)
+        "control_rate": "ctrl",
+        "rsr": "rsr",
+        "crsr": "crsr",
+        "crsr_aware": "crsr_aw",
+        "der": "der",
+        "uer": "uer",
+        "mer": "mer",
+        "eor": "eor",
+        "abstention_rate": "abst",
+        "fired_rate": "fired",
+    }
+    for header in cols.values():
+        table.add_column(header, justify="right", min_width=max(4, len(header)), no_wrap=True)
     rows = [("all", o), *summary["by"]["method"].items()]
     for name, m in rows:
         table.add_row(
-            name, *("-" if m[c]["value"] is None else f"{m[c]['value']:.2f}" for c in cols)
+            name,
+            *("-" if m.get(c, {}).get("value") is None else f"{m[c]['value']:.2f}" for c in cols),
         )
     console = Console()
     console.print(table)
+    excluded = {k: v for k, v in (o.get("excluded") or {}).items() if v}
+    if excluded:
+        console.print(
+            "recovery metrics count the pairs whose fault happened as planned; excluded: "
+            + ", ".join(f"{k} {v}" for k, v in sorted(excluded.items()))
+            + " (summary.json 'unconditioned' has the figures over all pairs)"
+        )
     console.print(f"wrote {out / 'trials.jsonl'}, {out / 'summary.json'}, {out / 'report.md'}")
 
 
