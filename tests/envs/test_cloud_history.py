@@ -8,29 +8,26 @@ from collections import Counter
 from typing import Any
 
 import pytest
-from undobench_gym.envs._service.context import EPOCH
 from undobench_gym.envs.cloud.fixture import active, address_for, build_fixture, cutover_id
 from undobench_gym.envs.cloud.fixture import deployment_id as dep_id
 from undobench_gym.envs.cloud.service import DOMAIN
 from undobench_gym.envs.cloud.workflows import WORKFLOWS
 
-from .service_harness import (
-    GOLD_SEEDS,
-    ServiceClient,
-    failed_invariants,
-    params_for,
-    run_gold_plan,
-    workflow,
+from .service_harness import GOLD_SEEDS, ServiceClient, params_for, workflow
+from .workflow_harness import (
+    CLOCK,
+    assert_new_rows_follow_history,
+    tables_around_gold_plan,
+    where,
 )
 
 pytestmark = pytest.mark.service(DOMAIN)
 
 SEEDS = (0, 1, 2, 3, 7, 11, 42, 99, 2024, 12345)
-EPOCH_STAMP = EPOCH.strftime("%Y-%m-%dT%H:%M:%SZ")
 
 
-def _events(fx: dict[str, Any], **where: Any) -> list[dict[str, Any]]:
-    return [e for e in fx["events"] if all(e.get(k) == v for k, v in where.items())]
+def _events(fx: dict[str, Any], **match: Any) -> list[dict[str, Any]]:
+    return where(fx["events"], **match)
 
 
 @pytest.mark.parametrize("seed", SEEDS)
@@ -122,7 +119,7 @@ def test_cutovers_and_clock_agree(seed: int) -> None:
     seqs = [e["seq"] for e in fx["events"]]
     assert seqs == list(range(1, len(seqs) + 1))
     stamps = [e["at"] for e in fx["events"]]
-    assert stamps == sorted(stamps) and stamps[-1] < EPOCH_STAMP
+    assert stamps == sorted(stamps) and stamps[-1] < CLOCK
     created = {s["id"]: s["created"] for s in fx["services"]}
     assert all(e["at"] > created[e["service_id"]] for e in fx["events"])
 
@@ -159,29 +156,13 @@ def test_task_parameters_are_not_history(seed: int) -> None:
 @pytest.mark.parametrize("seed", GOLD_SEEDS)
 def test_new_rows_are_newer_than_history(svc: ServiceClient, wf: Any, seed: int) -> None:
     """Every row a gold plan adds is stamped on the episode clock, every fixture row
-    before it: a read-back tells what the episode did from what was there, and the
-    oracles hold after the plan but not before."""
-    svc.reset(seed)
-    params = params_for(wf, seed)
-    before = svc.tables()
-    assert failed_invariants(svc, wf, params)
-    run_gold_plan(svc, wf, params)
-    after = svc.tables()
-    assert failed_invariants(svc, wf, params) == []
+    before it: a read-back tells what the episode did from what was there. (That the
+    oracles hold after the plan but not before, `WorkflowContract` checks.)"""
+    before, after = tables_around_gold_plan(svc, wf, seed)
     stamps = {
         "cl_deployments": ("id", "created"),
         "cl_endpoints": ("id", "registered"),
         "cl_cutovers": ("id", "created"),
         "cl_events": ("seq", "at"),
     }
-    added = 0
-    for table, (key, stamp) in stamps.items():
-        old = {r[key]: r[stamp] for r in before[table]}
-        assert all(t < EPOCH_STAMP for t in old.values()), table
-        for r in after[table]:
-            if r[key] in old:
-                assert r[stamp] == old[r[key]], table  # history keeps its time
-            else:
-                assert r[stamp] >= EPOCH_STAMP, table
-                added += 1
-    assert added > 0
+    assert sum(assert_new_rows_follow_history(before, after, stamps).values()) > 0

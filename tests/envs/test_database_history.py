@@ -10,23 +10,20 @@ from collections import Counter
 from typing import Any
 
 import pytest
-from undobench_gym.envs._service.context import EPOCH
 from undobench_gym.envs.database.fixture import build_fixture
 from undobench_gym.envs.database.service import DOMAIN
 from undobench_gym.envs.database.workflows import WORKFLOWS
 
 from .service_harness import ServiceClient, params_for, run_gold_plan
+from .workflow_harness import CLOCK, assert_service_seeds_fixture, where
 
 pytestmark = pytest.mark.service(DOMAIN)
 
 SEEDS = [0, 1, 2, 3, 7, 11, 42, 12345, 2**40 + 3]
-CLOCK = EPOCH.strftime("%Y-%m-%dT%H:%M:%SZ")
 
 
-def audit(fx: dict[str, Any], action: str, **where: Any) -> list[dict[str, Any]]:
-    return [
-        a for a in fx["audit"] if a["action"] == action and all(a[k] == v for k, v in where.items())
-    ]
+def audit(fx: dict[str, Any], action: str, **match: Any) -> list[dict[str, Any]]:
+    return where(fx["audit"], action=action, **match)
 
 
 @pytest.mark.parametrize("seed", SEEDS)
@@ -154,10 +151,8 @@ def test_history_has_the_shapes_the_workflows_read() -> None:
 
 @pytest.mark.parametrize("seed", [3, 12345])
 def test_the_service_seeds_exactly_the_fixture(svc: ServiceClient, seed: int) -> None:
-    svc.reset(seed)
     fx = build_fixture(seed)
-    state = svc.state()
-    for key, table in [
+    tables = [
         ("accounts", "db_accounts"),
         ("shareholdings", "db_shareholdings"),
         ("orders", "db_orders"),
@@ -165,10 +160,10 @@ def test_the_service_seeds_exactly_the_fixture(svc: ServiceClient, seed: int) ->
         ("dividend_credits", "db_dividend_credits"),
         ("migrations", "db_migrations"),
         ("audit", "db_audit"),
-    ]:
-        assert sorted(map(str, state["tables"][table])) == sorted(map(str, fx[key])), table
-    tables = {f"ext_{m['name']}": m["columns"] for m in fx["migrations"]}
-    assert state["extra"]["ext_tables"] == tables and state["partial"] == []
+    ]
+    state = assert_service_seeds_fixture(svc, seed, fx, tables)
+    ext = {f"ext_{m['name']}": m["columns"] for m in fx["migrations"]}
+    assert state["extra"]["ext_tables"] == ext
 
 
 def test_new_audit_rows_follow_the_history(svc: ServiceClient) -> None:

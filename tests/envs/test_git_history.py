@@ -23,7 +23,8 @@ from undobench_gym.envs.git.objects import commit_id, tag_id, tree_id
 from undobench_gym.envs.git.service import DOMAIN
 from undobench_gym.envs.git.workflows import WORKFLOWS
 
-from .service_harness import GOLD_SEEDS, ServiceClient, params_for, run_gold_plan
+from .service_harness import GOLD_SEEDS, ServiceClient
+from .workflow_harness import assert_new_rows_follow_history, tables_around_gold_plan
 
 pytestmark = pytest.mark.service(DOMAIN)
 
@@ -212,14 +213,9 @@ def test_service_seeds_the_history(svc: ServiceClient, seed: int) -> None:
 def test_episode_records_are_newer_than_all_history(svc: ServiceClient, wf: Any, seed: int) -> None:
     """Every commit or release the gold plan recorded is dated at or after the epoch,
     every seeded one before it, so the new effect cannot be mistaken for history."""
-    svc.reset(seed)
-    fx = build_fixture(seed)
-    run_gold_plan(svc, wf, params_for(wf, seed))
-    tables = svc.tables()
-    for table, seeded in (("git_commits", fx["commits"]), ("git_releases", fx["releases"])):
-        old = {r["id"] for r in seeded}
-        rows = tables[table]
-        assert {r["id"] for r in rows} >= old
-        assert all(r["created"] >= EPOCH for r in rows if r["id"] not in old)
-        assert all(r["created"] < EPOCH for r in rows if r["id"] in old)
-    assert len(tables["git_commits"]) > len(fx["commits"])  # every gold plan commits
+    before, after = tables_around_gold_plan(svc, wf, seed)
+    stamps = {"git_commits": ("id", "created"), "git_releases": ("id", "created")}
+    added = assert_new_rows_follow_history(before, after, stamps)
+    for table in stamps:  # history is never rewritten away
+        assert {r["id"] for r in after[table]} >= {r["id"] for r in before[table]}, table
+    assert added["git_commits"], wf.id  # every gold plan commits

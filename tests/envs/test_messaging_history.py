@@ -1,24 +1,24 @@
 """Messaging fixtures carry a history consistent with their current state (every page
 event delivered to its subscribers and logged by the receiver, a post in #incidents per
 page, texts with their #ops note, a fully sent earlier email batch), and the workflows'
-oracles and read-backs can tell that history from what an episode adds."""
+oracles and read-backs can tell that history from what an episode adds (that it stands
+in for no left-out gold step, `WorkflowContract` checks for every domain)."""
 
 from __future__ import annotations
 
 from collections import Counter
 from typing import Any
-from urllib.parse import urlsplit
 
 import pytest
-from undobench_gym.agents.scripted import resolve_refs
-from undobench_gym.envs.messaging import webhooks
 from undobench_gym.envs.messaging.fixture import EPOCH_TEXT, build_fixture
 from undobench_gym.envs.messaging.service import DOMAIN
 from undobench_gym.envs.messaging.workflows import WORKFLOWS
 
-from undobench_gym.specs import WorkflowSpec, fill
-
 from .service_harness import SEED, ServiceClient, failed_invariants, params_for, run_gold_plan
+from .workflow_harness import (
+    assert_service_seeds_fixture,
+    deliver_webhooks_in_process,
+)
 
 pytestmark = pytest.mark.service(DOMAIN)
 SEEDS = range(12)
@@ -33,12 +33,7 @@ EVENTS = {
 @pytest.fixture
 def svc(svc: ServiceClient, monkeypatch: pytest.MonkeyPatch) -> ServiceClient:
     """The service, with webhook deliveries handed to its own admin app's receiver."""
-    svc.ctx.ports = {"public": 1, "admin": 2}
-
-    def deliver(url: str, payload: dict[str, Any], headers: dict[str, str]) -> int:
-        return int(svc.admin.post(urlsplit(url).path, json=payload, headers=headers).status_code)
-
-    monkeypatch.setattr(webhooks, "deliver", deliver)
+    deliver_webhooks_in_process(svc, monkeypatch)
     return svc
 
 
@@ -140,43 +135,16 @@ def test_some_on_call_was_texted_before() -> None:
 
 
 def test_reset_state_is_the_fixture(svc: ServiceClient) -> None:
-    fx = build_fixture(SEED)
-    tables = svc.tables()
-    for key, table, pk in [
-        ("chat_messages", "msg_chat_messages", "id"),
-        ("sms", "msg_sms", "id"),
-        ("pages", "msg_pages", "id"),
-        ("email_batches", "msg_email_batches", "id"),
-        ("emails", "msg_emails", "id"),
-        ("webhook_deliveries", "msg_webhook_deliveries", "id"),
-        ("received", "msg_received", "seq"),
-    ]:
-        assert sorted(tables[table], key=lambda r: r[pk]) == sorted(fx[key], key=lambda r: r[pk]), (
-            table
-        )
-    assert svc.state()["partial"] == []
-
-
-@pytest.mark.parametrize("wf", WORKFLOWS, ids=lambda w: w.id)
-@pytest.mark.parametrize("seed", [SEED, 7])
-def test_history_never_stands_in_for_a_missing_step(
-    svc: ServiceClient, wf: WorkflowSpec, seed: int
-) -> None:
-    """Leave out any one mutating step of the gold plan: the history holds rows like the
-    one it would have made (old texts, posts, deliveries), yet an invariant fails."""
-    params = params_for(wf, seed)
-    mutating = [i for i, s in enumerate(wf.gold_plan) if not svc.tools[s.tool].read_only]
-    for skipped in mutating:
-        svc.reset(seed)
-        bodies: list[Any] = []
-        for i, step in enumerate(wf.gold_plan):
-            res = (
-                None
-                if i == skipped
-                else svc.call(step.tool, resolve_refs(fill(step.arguments, params), bodies))
-            )
-            bodies.append(res.json() if res is not None and res.status_code < 300 else None)
-        assert failed_invariants(svc, wf, params), (wf.id, wf.gold_plan[skipped].tool)
+    tables = [
+        ("chat_messages", "msg_chat_messages"),
+        ("sms", "msg_sms"),
+        ("pages", "msg_pages"),
+        ("email_batches", "msg_email_batches"),
+        ("emails", "msg_emails"),
+        ("webhook_deliveries", "msg_webhook_deliveries"),
+        ("received", "msg_received"),
+    ]
+    assert_service_seeds_fixture(svc, SEED, build_fixture(SEED), tables)
 
 
 def test_a_scoped_read_back_tells_history_from_the_new_effect(svc: ServiceClient) -> None:
@@ -188,7 +156,7 @@ def test_a_scoped_read_back_tells_history_from_the_new_effect(svc: ServiceClient
     assert any(m["text"].startswith("Texted ") for m in before)
     run_gold_plan(svc, wf, params)
     after = svc.ok("list_chat_messages", {"channel_id": params["channel_id"]})
-    new = [m for m in after if m["posted"] >= "2026-01-01T00:00:00Z"]
+    new = [m for m in after if m["posted"] >= EPOCH_TEXT]
     assert len(after) == len(before) + 1 and [m["text"] for m in new] == [params["chat"]]
 
 

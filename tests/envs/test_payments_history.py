@@ -7,10 +7,8 @@ clock, so an episode's effects are told apart from old rows."""
 from __future__ import annotations
 
 from collections import Counter
-from typing import Any
 
 import pytest
-from undobench_gym.envs._service.context import EPOCH
 from undobench_gym.envs.payments.fixture import (
     OPENING,
     PLANS,
@@ -23,15 +21,11 @@ from undobench_gym.envs.payments.service import DOMAIN
 from undobench_gym.envs.payments.workflows import WORKFLOWS
 
 from .service_harness import ServiceClient, params_for
+from .workflow_harness import CLOCK, assert_service_seeds_fixture, by_id
 
 pytestmark = pytest.mark.service(DOMAIN, seed=7)
 
 SEEDS = [0, 1, 2, 3, 7, 11, 42, 12345, 2**40 + 3]
-CLOCK = EPOCH.strftime("%Y-%m-%dT%H:%M:%SZ")
-
-
-def by_id(rows: list[dict[str, Any]]) -> dict[str, dict[str, Any]]:
-    return {r["id"]: r for r in rows}
 
 
 @pytest.mark.parametrize("seed", SEEDS)
@@ -167,10 +161,7 @@ def test_history_has_the_shapes_the_workflows_read() -> None:
 
 @pytest.mark.parametrize("seed", [3, 12345])
 def test_the_service_seeds_exactly_the_fixture(svc: ServiceClient, seed: int) -> None:
-    svc.reset(seed)
-    fx = build_fixture(seed)
-    tables = svc.tables()
-    for key, table in [
+    tables = [
         ("customers", "pay_customers"),
         ("charges", "pay_charges"),
         ("refunds", "pay_refunds"),
@@ -180,8 +171,8 @@ def test_the_service_seeds_exactly_the_fixture(svc: ServiceClient, seed: int) ->
         ("transfers", "pay_transfers"),
         ("wires", "pay_wires"),
         ("balance", "pay_balance"),
-    ]:
-        assert sorted(map(str, tables[table])) == sorted(map(str, fx[key])), table
+    ]
+    assert_service_seeds_fixture(svc, seed, build_fixture(seed), tables)
 
 
 def test_a_renewal_reads_back_apart_from_old_invoices(svc: ServiceClient) -> None:

@@ -29,12 +29,17 @@ from undobench_gym.envs.storage.fixture import (
 from undobench_gym.envs.storage.service import DOMAIN
 from undobench_gym.envs.storage.workflows import WORKFLOWS
 
-from .service_harness import GOLD_SEEDS, ServiceClient, params_for, run_gold_plan
+from .service_harness import GOLD_SEEDS, ServiceClient
+from .workflow_harness import (
+    CLOCK,
+    assert_new_rows_follow_history,
+    tables_around_gold_plan,
+    where,
+)
 
 pytestmark = pytest.mark.service(DOMAIN)
 
 SEEDS = (0, 1, 3, 7, 11, 42, 12345)
-EPOCH = "2026-01-01T00:00:00Z"
 DEPLOY = re.compile(r"^(\d{4}-\d\d-\d\d) deployed (\S+) release (\S+) version (\S+)$")
 ROLLBACK = re.compile(r"^(\d{4}-\d\d-\d\d) INC-(\d+) rolled back (\S+) to version (\S+)$")
 PROMOTED = re.compile(r"^promoted (\S+) (\S+) from (\S+) etag ([0-9a-f]{32})$")
@@ -46,7 +51,7 @@ def md5(text: str) -> str:
 
 
 def _rows(fx: dict[str, Any], bucket: str) -> list[dict[str, Any]]:
-    return [o for o in fx["objects"] if o["bucket"] == bucket]
+    return where(fx["objects"], bucket=bucket)
 
 
 def _lines(body: str) -> list[str]:
@@ -62,7 +67,7 @@ def test_versions_follow_the_bucket_rules(seed: int) -> None:
     seqs = [o["seq"] for o in fx["objects"]]
     assert seqs == sorted(set(seqs))
     stamps = [o["last_modified"] for o in fx["objects"]]
-    assert stamps == sorted(stamps) and stamps[-1] < EPOCH
+    assert stamps == sorted(stamps) and stamps[-1] < CLOCK
     for b in fx["buckets"]:
         assert b["versioning"] == VERSIONING[b["role"]]
         assert b["created"] < stamps[0]
@@ -245,11 +250,6 @@ def test_service_seeds_the_history(svc: ServiceClient, seed: int) -> None:
 def test_episode_rows_are_newer_than_all_history(svc: ServiceClient, wf: Any, seed: int) -> None:
     """What a read-back sees: every row the gold plan wrote is dated at or after the
     epoch, every seeded row before it, so the new effect cannot be mistaken for history."""
-    svc.reset(seed)
-    seeded = {o["seq"] for o in build_fixture(seed)["objects"]}
-    run_gold_plan(svc, wf, params_for(wf, seed))
-    rows = svc.tables()["st_objects"]
-    new = [r for r in rows if r["seq"] not in seeded]
-    assert new, wf.id
-    assert all(r["last_modified"] >= EPOCH for r in new)
-    assert all(r["last_modified"] < EPOCH for r in rows if r["seq"] in seeded)
+    before, after = tables_around_gold_plan(svc, wf, seed)
+    added = assert_new_rows_follow_history(before, after, {"st_objects": ("seq", "last_modified")})
+    assert added["st_objects"], wf.id

@@ -1,7 +1,8 @@
 """Ticketing fixtures carry a history consistent with their current state (pages that
 engaged each level, escalations with one page per responder, retractions with their
 disregard notice, resolution notices of resolved incidents), and the workflows' oracles
-and read-backs can tell that history from what an episode adds."""
+and read-backs can tell that history from what an episode adds (that it stands in for
+no left-out gold step, `WorkflowContract` checks for every domain)."""
 
 from __future__ import annotations
 
@@ -9,7 +10,6 @@ from collections import Counter
 from typing import Any
 
 import pytest
-from undobench_gym.agents.scripted import resolve_refs
 from undobench_gym.envs.ticketing.fixture import (
     EPOCH_TEXT,
     build_fixture,
@@ -17,16 +17,11 @@ from undobench_gym.envs.ticketing.fixture import (
     more_severe,
 )
 from undobench_gym.envs.ticketing.service import DOMAIN
-from undobench_gym.envs.ticketing.workflows import WORKFLOWS
 
-from undobench_gym.specs import WorkflowSpec, fill
-
-from .service_harness import (
-    SEED,
-    ServiceClient,
-    failed_invariants,
-    params_for,
-    run_gold_plan,
+from .service_harness import SEED, ServiceClient, params_for, run_gold_plan
+from .workflow_harness import (
+    assert_service_seeds_fixture,
+    where,
 )
 
 pytestmark = pytest.mark.service(DOMAIN)
@@ -34,7 +29,7 @@ SEEDS = range(12)
 
 
 def _by_incident(rows: list[dict[str, Any]], incident_id: str) -> list[dict[str, Any]]:
-    return [r for r in rows if r["incident_id"] == incident_id]
+    return where(rows, incident_id=incident_id)
 
 
 @pytest.mark.parametrize("seed", SEEDS)
@@ -105,48 +100,14 @@ def test_history_agrees_with_the_current_state(seed: int) -> None:
 
 
 def test_reset_state_is_the_fixture(svc: ServiceClient) -> None:
-    fx = build_fixture(SEED)
-    tables = svc.tables()
-    for key, table in [
+    tables = [
         ("incidents", "tk_incidents"),
         ("escalations", "tk_escalations"),
         ("pages", "tk_pages"),
         ("comments", "tk_comments"),
         ("notices", "tk_notices"),
-    ]:
-        assert sorted(tables[table], key=lambda r: r["id"]) == sorted(
-            fx[key], key=lambda r: r["id"]
-        ), table
-    assert svc.state()["partial"] == []
-
-
-def _mutating_steps(svc: ServiceClient, wf: WorkflowSpec) -> list[int]:
-    return [i for i, s in enumerate(wf.gold_plan) if not svc.tools[s.tool].read_only]
-
-
-@pytest.mark.parametrize("wf", WORKFLOWS, ids=lambda w: w.id)
-@pytest.mark.parametrize("seed", [SEED, 7])
-def test_history_never_stands_in_for_a_missing_step(
-    svc: ServiceClient, wf: WorkflowSpec, seed: int
-) -> None:
-    """Leave out any one mutating step of the gold plan: the history holds rows like the
-    one it would have made (old pages, notices, comments), yet an invariant fails."""
-    params = params_for(wf, seed)
-    for skipped in _mutating_steps(svc, wf):
-        svc.reset(seed)
-        bodies: list[Any] = []
-        for i, step in enumerate(wf.gold_plan):
-            if i == skipped:
-                bodies.append(None)
-                continue
-            try:
-                args = resolve_refs(fill(step.arguments, params), bodies)
-            except (KeyError, TypeError):
-                bodies.append(None)  # it needed the skipped step's answer
-                continue
-            res = svc.call(step.tool, args)
-            bodies.append(res.json() if res.status_code < 300 else None)
-        assert failed_invariants(svc, wf, params), (wf.id, wf.gold_plan[skipped].tool)
+    ]
+    assert_service_seeds_fixture(svc, SEED, build_fixture(SEED), tables)
 
 
 def test_a_scoped_read_back_tells_history_from_the_new_effect(svc: ServiceClient) -> None:
