@@ -25,11 +25,14 @@ run: $(STAMP)
 # Self-contained tests (in-process services, statistics, oracle conformance on their own
 # stacks) run on 2 xdist workers; the rest start stacks, docker containers and harness
 # faults whose leak scans, `gc` by label and timings want the machine to themselves.
+# The adversarial suite holds its episodes in one module fixture: `loadgroup` keeps its
+# tests on one worker while the other worker runs the rest.
 PARALLEL_TESTS := tests/envs tests/evaluation tests/proxies tests/test_actions.py \
-	tests/test_catalogue.py tests/test_specs.py tests/test_oracles.py
+	tests/test_catalogue.py tests/test_specs.py tests/test_oracles.py \
+	tests/test_adversarial.py tests/test_no_tells.py
 
 test: $(STAMP)
-	$(BIN)/python -m pytest -m "not gpu" -q -n 2 $(PARALLEL_TESTS)
+	$(BIN)/python -m pytest -m "not gpu" -q -n 2 --dist loadgroup $(PARALLEL_TESTS)
 	UB_FUZZ_SCALE=$(UB_FUZZ_SCALE) $(BIN)/python -m pytest -m "not gpu" -q \
 		$(addprefix --ignore=,$(PARALLEL_TESTS))
 

@@ -10,6 +10,8 @@ from pathlib import Path
 import pytest
 from undobench_gym.evaluation.adversarial import BEHAVIOURS, run_suite, table
 
+pytestmark = pytest.mark.xdist_group("adversarial")
+
 DOC = Path(__file__).resolve().parents[1] / "docs" / "validity.md"
 BEGIN, END = "<!-- adversarial table: begin -->", "<!-- adversarial table: end -->"
 

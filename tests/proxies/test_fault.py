@@ -138,7 +138,6 @@ def test_nth_call_of_a_named_tool_is_targeted() -> None:
     assert read.metadata["ub_tool"] == "get_charge" and second.metadata["ub_nth"] == 2
 
 
-
 def test_a_fault_never_lands_on_a_read_only_call() -> None:
     state = make_state(scenario="s", action="drop_request", tool="get_charge")
     read = flow("GET", "/payments/v1/charges/ch_1")
