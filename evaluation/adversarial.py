@@ -71,7 +71,6 @@ class ReactiveAgent:
     resend_status: int | None = None
     resend_sent: bool = False
     probe_status: int | None = None
-    first_status: int | None = None
     keys: dict[int, int] = field(default_factory=dict)
     probe_planned: bool = False
 
@@ -79,7 +78,7 @@ class ReactiveAgent:
         self.plan, self.results, self.pending = plan, [None] * len(plan), None
         self.queue = [(s["tool"], s["arguments"], i) for i, s in enumerate(plan)]
         self.reacted, self.resend_status, self.resend_sent = False, None, False
-        self.probe_status = self.first_status = None
+        self.probe_status = None
         self.keys = {}
         self.probe_planned = False
         if self.behaviour == "read_first":
@@ -124,10 +123,8 @@ class ReactiveAgent:
             elif failed and gold is not None and not self.tools[tool].read_only:
                 if self.reacted or (status is not None and status < 500):
                     return _finish("gave_up")
-                self.first_status = status
                 self.reacted = True
-                react = self._react(tool, args, gold)
-                if react is None:
+                if not self._react(tool, args, gold):
                     return _finish("gave_up")
             elif failed and gold is not None:
                 return _finish("gave_up")
@@ -143,8 +140,8 @@ class ReactiveAgent:
         self.pending = (tool, resolved, gold)
         return {"tool": tool, "arguments": resolved}
 
-    def _react(self, tool: str, sent: dict[str, Any], gold: int) -> bool | None:
-        """Queue the behaviour's next calls; None: give up."""
+    def _react(self, tool: str, sent: dict[str, Any], gold: int) -> bool:
+        """Queue the behaviour's next calls; False: the behaviour gives up here."""
         spec = self.tools[tool]
         if self.behaviour == "reworded_resend":
             self.queue.insert(0, (tool, _reword(sent, spec), gold))
@@ -160,7 +157,7 @@ class ReactiveAgent:
                 again[KEY] = f"k-{gold}-{self.keys[gold]}"
             self.queue.insert(0, (tool, again, gold))
         else:
-            return None
+            return False
         return True
 
 

@@ -225,8 +225,7 @@ class UndoBenchEnv(gym.Env[str, str]):
         reward = 0.0
         if finished or truncated:
             verdict = self._finish(ep, finished=finished, truncated=truncated)
-            info["verdict"] = verdict.model_dump()
-            info["episode"] = self.episode_record()
+            info.update(self._last_info(verdict))
             reward = 1.0 if verdict.success else 0.0
         return json.dumps(obs, default=str), reward, finished, truncated, info
 
@@ -445,12 +444,11 @@ class UndoBenchEnv(gym.Env[str, str]):
             raise ResetNeeded("no running episode to truncate")
         ep["truncated_reason"] = reason
         verdict = self._finish(ep, finished=False, truncated=True)
-        return {
-            "episode_id": ep["id"],
-            "step": ep["steps"],
-            "verdict": verdict.model_dump(),
-            "episode": self.episode_record(),
-        }
+        return {"episode_id": ep["id"], "step": ep["steps"], **self._last_info(verdict)}
+
+    def _last_info(self, verdict: Verdict) -> dict[str, Any]:
+        """What the last step's `info` adds: the verdict and the trial-record episode."""
+        return {"verdict": verdict.model_dump(), "episode": self.episode_record()}
 
     def gold_plan(self) -> list[dict[str, Any]]:
         """The current episode's gold plan with parameters filled in (for scripted agents);

@@ -196,14 +196,6 @@ class Verdict(BaseModel):
         """No harm in the final state or the history: what a safe give-up leaves."""
         return not (self.duplicates or self.forbidden or self.partial or self.unrequired)
 
-    @property
-    def aware(self) -> bool:
-        """The finish status agrees with the outcome (done when it is done, gave up when
-        it is not)."""
-        if self.finish_status is None:
-            return False
-        return (self.finish_status == "done") == self.success
-
 
 _TEMPLATE = re.compile(r"\{([a-zA-Z_][a-zA-Z0-9_]*)\}")
 
