@@ -28,7 +28,9 @@ def test_the_golden_file_covers_every_case() -> None:
 
 
 @pytest.mark.parametrize(
-    ("method", "workflow", "scenario"), CASES, ids=[f"{m}|{w}|{s or 'control'}" for m, w, s in CASES]
+    ("method", "workflow", "scenario"),
+    CASES,
+    ids=[f"{m}|{w}|{s or 'control'}" for m, w, s in CASES],
 )
 def test_episode_matches_the_golden_record(
     env_for: Any, method: str, workflow: str, scenario: str | None
