@@ -118,6 +118,21 @@ class StatePredicate(BaseModel):
     op: Literal["eq", "ne", "ge", "le", "count"] = "eq"
     value: Any = None
 
+    @classmethod
+    def count(
+        cls, description: str, table: str, where: dict[str, Any], value: Any = 1
+    ) -> StatePredicate:
+        """Exactly `value` rows of `table` match `where` (`value` may be a `{param}`
+        template: a fixture baseline plus what the task adds)."""
+        return cls(description=description, table=table, where=where, op="count", value=value)
+
+    @classmethod
+    def field_is(
+        cls, description: str, table: str, where: dict[str, Any], field: str, value: Any
+    ) -> StatePredicate:
+        """The one row of `table` matching `where` has `field` equal to `value`."""
+        return cls(description=description, table=table, where=where, field=field, value=value)
+
 
 class GoldStep(BaseModel):
     """One tool call of the gold plan. Argument strings may hold `{param}` templates or

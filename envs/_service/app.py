@@ -18,11 +18,12 @@ from sqlalchemy.orm import Session
 from starlette.middleware.base import BaseHTTPMiddleware, RequestResponseEndpoint
 from starlette.responses import Response
 
-from .context import IDEMPOTENCY_MODES, DomainService, ServiceContext, scalar_rows
+from undobench_gym.contract import IDEMPOTENCY_MODES, LABEL_PREFIX
+
+from .context import DomainService, ServiceContext, scalar_rows
 from .db import CommitLog, IdempotencyRecord, Meta, canonical_json
 
 MAX_BODY_BYTES = 1 << 20
-LABEL_PREFIX = "x-undobench"
 
 
 class _NonFiniteNumber(Exception):
@@ -156,7 +157,7 @@ def reset_state(ctx: ServiceContext, seed: int) -> None:
         for model in (CommitLog, IdempotencyRecord, Meta):
             s.execute(delete(model))
         s.add(Meta(key="seed", value=str(seed)))
-        ctx.domain.seed_state(s, seed)
+        ctx.domain.seed(s, seed)
     if ctx.domain.seed_files is not None:
         ctx.domain.seed_files(ctx.data_dir, seed)
 

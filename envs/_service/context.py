@@ -15,13 +15,13 @@ from fastapi import APIRouter, Request
 from sqlalchemy import Engine, Table, select
 from sqlalchemy.orm import Session
 
-from undobench_gym.runtime.base import CRASH_EXIT_CODE
+from undobench_gym.contract import CRASH_EXIT_CODE, CRASH_HEADER, IDEMPOTENCY_MODES
 
-from .db import Base, Meta, ServiceConfig, make_engine
+from .db import Base, Meta, ServiceConfig, insert_fixture, make_engine
 
-CRASH_HEADER = "x-undobench-crash-point"
+__all__ = ["CRASH_HEADER", "IDEMPOTENCY_MODES"]
+
 EPOCH = datetime(2026, 1, 1, tzinfo=UTC)
-IDEMPOTENCY_MODES = ("native", "all", "none")
 
 
 @dataclass
@@ -32,7 +32,12 @@ class DomainService:
     title: str
     routers: list[APIRouter]
     tables: list[Table]
-    seed_state: Callable[[Session, int], None]
+    #: `build_fixture(seed)` -> rows by fixture key, and the (key, ORM model) order to
+    #: insert them in, parents first (foreign keys). Together they seed the tables, unless
+    #: the domain gives its own `seed_state`.
+    fixture: Callable[[int], dict[str, list[dict[str, Any]]]] | None = None
+    fixture_order: tuple[tuple[str, Any], ...] = ()
+    seed_state: Callable[[Session, int], None] | None = None
     partial_state: Callable[[dict[str, Any]], list[str]] = lambda _state: []
     extra_state: Callable[[Session], dict[str, Any]] = lambda _s: {}
     wipe_extra: Callable[[Session], None] = lambda _s: None
@@ -42,6 +47,18 @@ class DomainService:
     #: Called after the tables are reseeded, with the service's data directory: for state
     #: that lives on disk next to SQLite (object bodies, git repositories).
     seed_files: Callable[[Path, int], None] | None = None
+
+    def __post_init__(self) -> None:
+        if self.seed_state is None and self.fixture is None:
+            raise ValueError(f"domain {self.name!r} needs a fixture (or its own seed_state)")
+
+    def seed(self, session: Session, seed: int) -> None:
+        """Insert the seeded fixture (reset has wiped the tables)."""
+        if self.seed_state is not None:
+            self.seed_state(session, seed)
+        else:
+            assert self.fixture is not None
+            insert_fixture(session, self.fixture(seed), self.fixture_order)
 
 
 @dataclass
@@ -106,11 +123,17 @@ def now(session: Session) -> str:
     return (EPOCH + timedelta(seconds=ticks)).strftime("%Y-%m-%dT%H:%M:%SZ")
 
 
-def new_id(session: Session, prefix: str) -> str:
-    """Stripe-looking ids that are a pure function of (seed, prefix, counter)."""
-    n = next_counter(session, f"id:{prefix}")
-    digest = hashlib.sha256(f"{seed_of(session)}:{prefix}:{n}".encode()).hexdigest()
+def seeded_id(seed: int, prefix: str, n: int) -> str:
+    """The n-th id with `prefix` a service creates after a reset to `seed`: Stripe-looking
+    and a pure function of its inputs, so a workflow's oracle can name the row an episode
+    created without looking it up by its free text."""
+    digest = hashlib.sha256(f"{seed}:{prefix}:{n}".encode()).hexdigest()
     return f"{prefix}_{digest[:14]}"
+
+
+def new_id(session: Session, prefix: str) -> str:
+    """The next id with `prefix` (see `seeded_id`)."""
+    return seeded_id(seed_of(session), prefix, next_counter(session, f"id:{prefix}"))
 
 
 def maybe_crash(request: Request, point: str) -> None:

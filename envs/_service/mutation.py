@@ -20,10 +20,10 @@ from sqlalchemy import delete
 from sqlalchemy.exc import IntegrityError
 from sqlalchemy.orm import Session
 
+from undobench_gym.contract import IDEMPOTENCY_HEADER
+
 from .context import ServiceContext, get_ctx, now
 from .db import CommitLog, IdempotencyRecord, canonical_json
-
-IDEMPOTENCY_HEADER = "Idempotency-Key"
 
 
 def effect_meta(
@@ -204,7 +204,7 @@ def run_mutation(
         with Session(ctx.engine) as s, s.begin():
             status, body = apply(s, key)
             complete_key(s, claim, status, body)
-    except HTTPException:
+    except Exception:  # rolled back: nothing happened, so the key may be used again
         release_key(ctx, claim)
         raise
     return JSONResponse(status_code=status, content=body)

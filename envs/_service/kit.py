@@ -1,0 +1,176 @@
+"""The domain kit: everything a domain's routes share, behind one import.
+
+A domain module imports from here, never from the other `_service` modules: typed
+parameter aliases, the read-session dependency, `get_or_404`, the two mutation runners
+(one transaction: `run_mutation`; several, with crash points between them:
+`run_composite`), commit-log rows, OpenAPI labels, row views and response models.
+
+One route style: a read route takes `s: DbSession` (a session opened for the request and
+closed after it); a mutating route takes the `Request` (its Idempotency-Key header and
+armed crash point live there) and goes through `run_mutation` or `run_composite`.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterator
+from typing import Annotated, Any, TypeVar
+
+from fastapi import Depends, Header, Path, Request
+from fastapi.responses import JSONResponse
+from pydantic import BaseModel, ConfigDict, Field, create_model
+from sqlalchemy import JSON, Boolean, Float, Integer
+from sqlalchemy.orm import Session
+
+from undobench_gym.contract import IDEMPOTENCY_HEADER
+
+from .context import (
+    DomainService,
+    ServiceContext,
+    get_ctx,
+    maybe_crash,
+    new_id,
+    now,
+    seed_of,
+    seeded_id,
+)
+from .db import insert_fixture, row
+from .mutation import (
+    READ_ONLY,
+    KeyClaim,
+    claim_key,
+    complete_key,
+    effect_meta,
+    error,
+    honoured_key,
+    record_commit,
+    release_key,
+    run_mutation,
+)
+
+__all__ = [
+    "READ_ONLY",
+    "Ctx",
+    "DbSession",
+    "DomainService",
+    "KeyClaim",
+    "KeyHeader",
+    "ServiceContext",
+    "db_session",
+    "effect_meta",
+    "error",
+    "get_ctx",
+    "get_or_404",
+    "id_types",
+    "insert_fixture",
+    "maybe_crash",
+    "new_id",
+    "now",
+    "record_commit",
+    "row",
+    "row_model",
+    "run_composite",
+    "run_mutation",
+    "seed_of",
+    "seeded_id",
+]
+
+T = TypeVar("T")
+H = TypeVar("H")
+
+Ctx = Annotated[ServiceContext, Depends(get_ctx)]
+KeyHeader = Annotated[str | None, Header(alias=IDEMPOTENCY_HEADER, max_length=255)]
+
+
+def db_session(request: Request) -> Iterator[Session]:
+    """A session for one read route, closed once the route returns."""
+    with Session(get_ctx(request).engine) as s:
+        yield s
+
+
+DbSession = Annotated[Session, Depends(db_session)]
+
+
+def id_types(pattern: str | None = None, max_length: int = 64) -> tuple[Any, Any]:
+    """(body-field id, path-parameter id) aliases, optionally constrained by `pattern`."""
+    body = Annotated[str, Field(min_length=1, max_length=max_length, pattern=pattern)]
+    path = Annotated[str, Path(min_length=1, max_length=max_length, pattern=pattern)]
+    return body, path
+
+
+Id, PathId = id_types()
+
+
+def get_or_404(s: Session, model: type[T], ident: Any, what: str) -> T:
+    """The row with primary key `ident`, or the API's 404 naming what is missing."""
+    obj = s.get(model, ident)
+    if obj is None:
+        raise error(404, "resource_missing", f"No such {what}: {ident}")
+    return obj
+
+
+def run_composite(
+    request: Request,
+    *,
+    route: str,
+    payload: dict[str, Any],
+    start: Callable[[Session, str | None], H],
+    advance: Callable[[H], None],
+    view: Callable[[Session, H], Any],
+    status: int = 201,
+    native: bool = False,
+) -> JSONResponse:
+    """A mutation of several transactions under Idempotency-Key semantics.
+
+    Claim the key; `start(session, key)` opens the operation in one transaction (its
+    commit-log row included) and returns a handle; `advance(handle)` runs the steps, each
+    in its own transaction, with the domain's crash points between them (a crash there
+    leaves the partial state a DURING_MUTATION fault is meant to show); `view(session,
+    handle)` builds the answer, stored with the key in the last transaction. A start or a
+    last transaction that fails rolls back and frees the key for a retry.
+    """
+    ctx = get_ctx(request)
+    claim = claim_key(ctx, honoured_key(request, native), route, payload)
+    if isinstance(claim, JSONResponse):
+        return claim
+    try:
+        with Session(ctx.engine) as s, s.begin():
+            handle = start(s, claim.key if claim else None)
+    except Exception:
+        release_key(ctx, claim)
+        raise
+    advance(handle)
+    try:
+        with Session(ctx.engine) as s, s.begin():
+            body = view(s, handle)
+            complete_key(s, claim, status, body)
+    except Exception:
+        release_key(ctx, claim)
+        raise
+    return JSONResponse(status_code=status, content=body)
+
+
+_PY_TYPES: list[tuple[type[Any], Any]] = [
+    (Boolean, bool),
+    (Integer, int),
+    (Float, float),
+    (JSON, Any),
+]
+
+
+def _python_type(column: Any) -> Any:
+    kind: Any = str
+    for sql_type, py_type in _PY_TYPES:
+        if isinstance(column.type, sql_type):
+            kind = py_type
+            break
+    return kind | None if column.nullable and kind is not Any else kind
+
+
+def row_model(model: type[Any], name: str | None = None, **extra: Any) -> type[BaseModel]:
+    """A response model with the columns of ORM `model`, in table order (the order `row`
+    answers in), plus `extra` fields as `name=(type, default)`: the output schema of a
+    route that answers with `row(obj)` (and more), published in the OpenAPI document."""
+    fields: dict[str, Any] = {c.key: (_python_type(c), ...) for c in model.__table__.columns}
+    fields.update(extra)
+    config = ConfigDict(extra="allow")
+    return create_model(name or model.__name__ + "Out", __config__=config, **fields)
