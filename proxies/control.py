@@ -14,7 +14,9 @@ from fastapi import FastAPI, HTTPException
 from mitmproxy import ctx
 from pydantic import BaseModel
 
-from .state import STATE, EpisodeState, FaultPlan
+from undobench_gym.contract import FaultPlan
+
+from .state import STATE, EpisodeState
 
 
 class EpisodeIn(BaseModel):

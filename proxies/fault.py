@@ -18,7 +18,9 @@ from typing import Any
 
 from mitmproxy import http
 
-from .state import CRASH_HEADER, STATE, EpisodeState
+from undobench_gym.contract import CRASH_HEADER
+
+from .state import STATE, EpisodeState
 
 GATEWAY_BODIES = {
     502: "upstream connect error or disconnect/reset before headers. reset reason: "

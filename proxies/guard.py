@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from mitmproxy import http
 
-from .state import HEADER_PREFIX
+from undobench_gym.contract import HEADER_PREFIX
 
 
 class HeaderGuard:

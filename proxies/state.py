@@ -7,8 +7,10 @@ import threading
 from dataclasses import dataclass, field
 from typing import Any
 
-CRASH_HEADER = "x-undobench-crash-point"
-HEADER_PREFIX = "x-undobench-"
+from undobench_gym.contract import CRASH_HEADER, HEADER_PREFIX, FaultPlan
+
+__all__ = ["CRASH_HEADER", "HEADER_PREFIX", "FaultPlan"]
+
 MAX_EVENTS = 10_000
 
 
@@ -18,43 +20,6 @@ class RoutePattern:
     method: str
     regex: re.Pattern[str]
     read_only: bool
-
-
-@dataclass
-class FaultPlan:
-    """A concrete plan: the env has already resolved boundary and hidden coin to an action."""
-
-    scenario: str
-    action: str  # drop_request | drop_response | crash
-    tool: str
-    nth: int = 1
-    visible_error: str = "connection_reset"
-    crash_point: str | None = None
-    timeout_s: float = 5.0
-    #: Ambiguous mode: the failure is shown no earlier than this long after the request
-    #: arrived, on both sides of the hidden coin, so that latency does not tell whether
-    #: the call was forwarded (and committed) or dropped.
-    pad_s: float = 0.0
-
-    @classmethod
-    def from_json(cls, data: dict[str, Any]) -> FaultPlan:
-        try:
-            plan = cls(**data)
-        except TypeError as exc:  # a missing or unknown field
-            raise ValueError(str(exc)) from None
-        if plan.action not in ("drop_request", "drop_response", "crash"):
-            raise ValueError(f"unknown fault action {plan.action!r}")
-        if not plan.tool or plan.nth < 1:
-            raise ValueError("a fault plan targets the n-th call (nth >= 1) of a named tool")
-        if plan.action == "crash" and not plan.crash_point:
-            raise ValueError("a crash plan needs a crash_point")
-        if plan.pad_s < 0 or plan.timeout_s < 0:
-            raise ValueError("pad_s and timeout_s must not be negative")
-        return plan
-
-    def matches(self, tool: str | None, nth: int, read_only: bool) -> bool:
-        """Only the targeted call of a mutating tool: a fault never lands on a read."""
-        return not read_only and tool == self.tool and nth == self.nth
 
 
 @dataclass

@@ -5,6 +5,7 @@ from __future__ import annotations
 import pytest
 from pydantic import ValidationError
 
+from undobench_gym.boundaries import wire_action
 from undobench_gym.catalog import all_workflows, domain
 from undobench_gym.seeding import derive_seed
 from undobench_gym.specs import Boundary, FaultScenario, FaultTarget, fill
@@ -29,7 +30,7 @@ def test_scenario_consistency() -> None:
     with pytest.raises(ValidationError):
         FaultScenario(id="a", boundary=Boundary.DURING_MUTATION, target=t, ambiguous=True)
     amb = FaultScenario(id="a", boundary=Boundary.POST_MUTATION_PRE_ACK, target=t, ambiguous=True)
-    assert {amb.action(True), amb.action(False)} == {"drop_response", "drop_request"}
+    assert {wire_action(amb, True), wire_action(amb, False)} == {"drop_response", "drop_request"}
 
 
 def test_fill_keeps_types_for_whole_templates() -> None:

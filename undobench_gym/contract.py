@@ -61,6 +61,11 @@ class FaultPlan(BaseModel):
             raise ValueError("a crash plan needs a crash_point")
         return self
 
+    @classmethod
+    def from_json(cls, data: dict[str, Any]) -> FaultPlan:
+        """Parse a plan as sent over the control API; a bad one raises ValueError."""
+        return cls.model_validate(data)
+
     def matches(self, tool: str | None, nth: int, read_only: bool) -> bool:
         """Only the targeted call of a mutating tool: a fault never lands on a read."""
         return not read_only and tool == self.tool and nth == self.nth
@@ -82,13 +87,17 @@ class WireEvent(BaseModel):
 
     index: int | None = None
     tool: str | None = None
-    method: str = ""
-    path: str = ""
+    nth: int | None = None
+    method: str | None = None
+    path: str | None = None
     read_only: bool | None = None
-    outcome: str = ""
+    outcome: str | None = None
     status: int | None = None
     upstream_status: int | None = None
     forwarded: bool | None = None
+    #: The fault record, on the call the fault hit.
+    fault: dict[str, Any] | None = None
+    ms: float | None = None
 
 
 class WireLog(BaseModel):

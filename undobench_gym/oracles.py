@@ -184,3 +184,31 @@ def evaluate(
         truncated=truncated,
         finish_status=finish_status if finish_status in ("done", "gave_up") else None,
     )
+
+
+def committed_calls(statuses_by_index: dict[int, int | None], calls: int) -> set[int]:
+    """Positions (0-based, among an episode's `calls` calls) whose request reached the
+    service and succeeded, as the wire saw it (lost acknowledgements included): the wire
+    numbers calls from 1 in the order the env made them (it is the stack's only client
+    and calls one at a time), so call k is wire index k + 1."""
+    out = set()
+    for i in range(calls):
+        status = statuses_by_index.get(i + 1)
+        if status is not None and 200 <= status < 300:
+            out.add(i)
+    return out
+
+
+def reissues_after_commit(identities: list[str | None], committed: set[int]) -> int:
+    """Mutating calls re-sent (same semantic identity) after an earlier one committed:
+    whatever the agent believed, the service had already done it."""
+    seen_committed: set[str] = set()
+    count = 0
+    for i, ident in enumerate(identities):
+        if ident is None:
+            continue
+        if ident in seen_committed:
+            count += 1
+        if i in committed:
+            seen_committed.add(ident)
+    return count

@@ -34,10 +34,6 @@ class EffectClass(StrEnum):
     IRREVERSIBLE_SEND = "irreversible_send"
 
 
-#: The proxy's three ways of hurting one call.
-FaultAction = Literal["drop_request", "drop_response", "crash"]
-
-
 class FaultTarget(BaseModel):
     """The n-th call (1-based) of a named *mutating* tool.
 
@@ -78,20 +74,6 @@ class FaultScenario(BaseModel):
         ):
             raise ValueError("ambiguous mode hides PRE_MUTATION vs POST_MUTATION_PRE_ACK")
         return self
-
-    def action(self, committed_coin: bool | None = None) -> FaultAction:
-        """The proxy action; `committed_coin` is the hidden coin of ambiguous mode."""
-        if self.ambiguous:
-            return "drop_response" if committed_coin else "drop_request"
-        match self.boundary:
-            case Boundary.PRE_MUTATION:
-                return "drop_request"
-            case Boundary.DURING_MUTATION:
-                return "crash" if self.crash_point else "drop_response"
-            case Boundary.DURING_COMPENSATION:
-                return "drop_response" if self.compensation_commits else "drop_request"
-            case _:
-                return "drop_response"
 
 
 class EffectExpectation(BaseModel):

@@ -33,7 +33,7 @@ from .context import (
     seed_of,
     seeded_id,
 )
-from .db import insert_fixture, row
+from .db import Base, insert_fixture, row
 from .mutation import (
     READ_ONLY,
     KeyClaim,
@@ -49,6 +49,7 @@ from .mutation import (
 
 __all__ = [
     "READ_ONLY",
+    "Base",
     "Ctx",
     "DbSession",
     "DomainService",

@@ -17,10 +17,12 @@ import sys
 from pathlib import Path
 
 import uvicorn
+from sqlalchemy.orm import Session
 
 from .. import DOMAIN_MODULES
 from .app import create_apps, reset_state
 from .context import DomainService, ServiceContext
+from .db import Meta
 
 
 def load_domain(name: str) -> DomainService:
@@ -32,10 +34,6 @@ def load_domain(name: str) -> DomainService:
 
 
 def _seeded(ctx: ServiceContext) -> bool:
-    from sqlalchemy.orm import Session
-
-    from .db import Meta
-
     with Session(ctx.engine) as s:
         return s.get(Meta, "seed") is not None
 

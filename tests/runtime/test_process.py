@@ -17,13 +17,9 @@ import httpx
 import pytest
 
 from undobench_gym.errors import StackStartError
-from undobench_gym.runtime import process
-from undobench_gym.runtime.process import (
-    OWNER_FILE,
-    ProcessRuntime,
-    _process_started,
-    remove_stale_workdirs,
-)
+from undobench_gym.runtime import children, process
+from undobench_gym.runtime.children import OWNER_FILE, process_started, remove_stale_workdirs
+from undobench_gym.runtime.process import ProcessRuntime
 
 
 def _alive(pid: int) -> bool:
@@ -117,7 +113,7 @@ def test_workdirs_of_dead_owners_are_removed(tmp_path: Path) -> None:
     dead.wait()
     for name, pid in (("undobench-gone-1", dead.pid), ("undobench-live-1", os.getpid())):
         (tmp_path / name).mkdir()
-        started = _process_started(pid) or "0"
+        started = process_started(pid) or "0"
         (tmp_path / name / OWNER_FILE).write_text(json.dumps({"pid": pid, "started": started}))
     (tmp_path / "undobench-foreign").mkdir()  # no owner file: not ours to remove
     assert remove_stale_workdirs(tmp_path) == 1
@@ -138,9 +134,9 @@ def test_a_spawn_interrupted_by_a_signal_kills_the_child_it_forked(
                 raise SystemExit(143)
             return super().result(timeout)
 
-    monkeypatch.setattr(process, "Future", InterruptedWait)
+    monkeypatch.setattr(children, "Future", InterruptedWait)
     with pytest.raises(SystemExit):
-        process._SPAWNER.popen(["sleep", "30"], start_new_session=True)
+        children.SPAWNER.popen(["sleep", "30"], start_new_session=True)
     assert len(forked) == 1
     assert forked[0].returncode == -signal.SIGKILL
 
@@ -152,7 +148,7 @@ def test_a_runtime_interrupted_while_it_is_made_leaves_no_workdir(
         raise SystemExit(143)
 
     monkeypatch.setattr(tempfile, "tempdir", str(tmp_path))
-    monkeypatch.setattr(process, "_process_started", interrupted)
+    monkeypatch.setattr(process, "process_started", interrupted)
     with pytest.raises(SystemExit):
         ProcessRuntime("payments")
     assert list(tmp_path.iterdir()) == []

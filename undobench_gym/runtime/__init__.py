@@ -3,15 +3,14 @@
 from __future__ import annotations
 
 from .base import Runtime, StackEndpoints
+from .process import ProcessRuntime
 
 
 def make_runtime(kind: str, domain: str) -> Runtime:
     if kind == "process":
-        from .process import ProcessRuntime
-
         return ProcessRuntime(domain)
     if kind == "docker":
-        from .docker import DockerRuntime
+        from .docker import DockerRuntime  # the `docker` extra: imported only when used
 
         return DockerRuntime(domain)
     raise ValueError(f"unknown runtime {kind!r}: use 'process' or 'docker'")

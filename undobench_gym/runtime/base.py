@@ -6,9 +6,9 @@ from abc import ABC, abstractmethod
 from dataclasses import dataclass
 from types import TracebackType
 
-#: Exit status of a service that stopped at an armed crash point (EX_TEMPFAIL): the only
-#: planned exit.
-CRASH_EXIT_CODE = 75
+from ..contract import CRASH_EXIT_CODE
+
+__all__ = ["CRASH_EXIT_CODE", "Runtime", "StackEndpoints"]
 
 
 @dataclass(frozen=True)

@@ -11,120 +11,36 @@ from __future__ import annotations
 
 import atexit
 import contextlib
-import ctypes
 import json
 import os
-import queue
-import select
 import shutil
-import signal
 import socket
-import subprocess
 import sys
 import tempfile
 import threading
 import time
 import weakref
-from concurrent.futures import Future
-from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
 
 import httpx
 
 from .. import catalog
 from ..errors import StackStartError, StackUnhealthyError
 from .base import CRASH_EXIT_CODE, Runtime, StackEndpoints
+from .children import (
+    OWNER_FILE,
+    READY_TIMEOUT_S,
+    WORKDIR_PREFIX,
+    Child,
+    process_started,
+    read_ready,
+    spawn,
+    free_port,
+    log_tail,
+    remove_stale_workdirs,
+)
 
-READY_TIMEOUT_S = 30.0
-_PR_SET_PDEATHSIG = 1
-WORKDIR_PREFIX = "undobench-"
-OWNER_FILE = "owner.json"
-
-
-def _die_with_parent() -> None:
-    """Runs in the child before exec: SIGTERM it when the parent goes away."""
-    with contextlib.suppress(Exception):
-        ctypes.CDLL("libc.so.6", use_errno=True).prctl(_PR_SET_PDEATHSIG, signal.SIGTERM)
-
-
-class _Spawner:
-    """Forks every child from one daemon thread that lives as long as the process.
-
-    PR_SET_PDEATHSIG fires when the *thread* that forked the child exits, not the
-    process: a stack started from a worker thread (a thread pool, a web handler) would be
-    SIGTERMed as soon as that thread ended. Written by hand: no library does this.
-    """
-
-    def __init__(self) -> None:
-        self._lock = threading.Lock()
-        self._owner_pid: int | None = None
-        self._queue: queue.SimpleQueue[tuple[Future[Any], list[str], dict[str, Any]]] = (
-            queue.SimpleQueue()
-        )
-
-    def popen(self, cmd: list[str], **kwargs: Any) -> subprocess.Popen[bytes]:
-        with self._lock:
-            if self._owner_pid != os.getpid():  # first use, or a forked copy of the module
-                self._queue = queue.SimpleQueue()
-                threading.Thread(target=self._serve, daemon=True, name="undobench-spawner").start()
-                self._owner_pid = os.getpid()
-            done: Future[subprocess.Popen[bytes]] = Future()
-            self._queue.put((done, cmd, kwargs))
-        try:
-            return done.result()
-        except BaseException:
-            # Interrupted while the spawner forks (SIGTERM -> SystemExit in a worker): the
-            # child exists but its caller never learns its pid, so nobody would stop it, and
-            # a half-started service or proxy recreates the workdir close() removed.
-            with contextlib.suppress(BaseException):
-                orphan = done.result(timeout=30)
-                with contextlib.suppress(ProcessLookupError):
-                    os.killpg(orphan.pid, signal.SIGKILL)
-                orphan.wait(timeout=5)
-            raise
-
-    def _serve(self) -> None:
-        requests = self._queue
-        while True:
-            done, cmd, kwargs = requests.get()
-            try:
-                done.set_result(subprocess.Popen(cmd, **kwargs))
-            except BaseException as exc:
-                done.set_exception(exc)
-
-
-_SPAWNER = _Spawner()
-
-
-def _process_started(pid: int) -> str | None:
-    """The kernel's start time of `pid` (None if it is gone): a pid plus its start time
-    names one process, even after the pid is reused."""
-    try:
-        stat = Path(f"/proc/{pid}/stat").read_text()
-    except OSError:
-        return None
-    return stat.rsplit(")", 1)[1].split()[19]
-
-
-def remove_stale_workdirs(root: Path | None = None) -> int:
-    """Remove stack workdirs whose owning process is gone (its driver was SIGKILLed, so
-    no `close()` ran). Returns how many were removed."""
-    removed = 0
-    root = Path(root or tempfile.gettempdir())
-    with contextlib.suppress(OSError):
-        for path in root.glob(WORKDIR_PREFIX + "*"):
-            try:
-                owner = json.loads((path / OWNER_FILE).read_text())
-                pid, started = int(owner["pid"]), owner["started"]
-            except (OSError, ValueError, KeyError, TypeError):
-                continue  # not ours, or still being created
-            if not isinstance(started, str):
-                continue  # the owner's start time was unknown: never guess
-            if _process_started(pid) != started:
-                shutil.rmtree(path, ignore_errors=True)
-                removed += 1
-    return removed
+__all__ = ["OWNER_FILE", "ProcessRuntime", "free_port", "proxy_command", "remove_stale_workdirs"]
 
 
 def proxy_command(
@@ -155,83 +71,6 @@ def proxy_command(
     ]
 
 
-def free_port() -> int:
-    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
-
-
-def log_tail(path: Path, lines: int = 30) -> str:
-    try:
-        return "\n".join(path.read_text(errors="replace").splitlines()[-lines:])
-    except OSError:
-        return "(no log)"
-
-
-@dataclass
-class _Child:
-    name: str
-    log: Path
-    proc: subprocess.Popen[bytes] | None = None
-    ports: tuple[int, ...] = ()
-    exits: list[int] = field(default_factory=list)
-
-    def alive(self) -> bool:
-        return self.proc is not None and self.proc.poll() is None
-
-    def stop(self) -> None:
-        if self.proc is None:
-            return
-        if self.proc.poll() is None:
-            with contextlib.suppress(ProcessLookupError):
-                os.killpg(self.proc.pid, signal.SIGTERM)
-            try:
-                self.proc.wait(timeout=3)
-            except subprocess.TimeoutExpired:
-                with contextlib.suppress(ProcessLookupError):
-                    os.killpg(self.proc.pid, signal.SIGKILL)
-                self.proc.wait(timeout=3)
-        if self.proc.stdout:
-            self.proc.stdout.close()
-
-
-def _spawn(cmd: list[str], log: Path, capture_stdout: bool) -> subprocess.Popen[bytes]:
-    with log.open("ab") as err:
-        return _SPAWNER.popen(
-            cmd,
-            stdin=subprocess.DEVNULL,
-            stdout=subprocess.PIPE if capture_stdout else err,
-            stderr=err,
-            start_new_session=True,
-            preexec_fn=_die_with_parent,
-            env={**os.environ, "PYTHONUNBUFFERED": "1"},
-        )
-
-
-def _read_ready(child: _Child, timeout: float) -> tuple[int, ...]:
-    assert child.proc is not None and child.proc.stdout is not None
-    deadline = time.monotonic() + timeout
-    buf = b""
-    fd = child.proc.stdout.fileno()
-    while time.monotonic() < deadline:
-        ready, _, _ = select.select([fd], [], [], 0.05)
-        if ready:
-            chunk = os.read(fd, 4096)
-            buf += chunk
-            for line in buf.decode(errors="replace").splitlines():
-                if line.startswith("READY "):
-                    return tuple(int(p) for p in line.split()[1:])
-            if not chunk and child.proc.poll() is not None:
-                break
-        elif child.proc.poll() is not None:
-            break
-    code = child.proc.poll()
-    state = f"exited with {code}" if code is not None else f"not ready after {timeout:.0f}s"
-    raise StackStartError(
-        f"service {child.name!r} {state}. Log tail ({child.log}):\n{log_tail(child.log)}"
-    )
-
-
 class ProcessRuntime(Runtime):
     def __init__(self, domain: str, workdir: Path | None = None) -> None:
         self.domain = domain
@@ -242,14 +81,14 @@ class ProcessRuntime(Runtime):
         self.workdir = Path(workdir or tempfile.mkdtemp(prefix=f"{WORKDIR_PREFIX}{domain}-"))
         if self._own_dir:
             try:
-                owner = {"pid": os.getpid(), "started": _process_started(os.getpid())}
+                owner = {"pid": os.getpid(), "started": process_started(os.getpid())}
                 (self.workdir / OWNER_FILE).write_text(json.dumps(owner))
             except BaseException:  # interrupted before anyone holds this runtime to close it
                 shutil.rmtree(self.workdir, ignore_errors=True)
                 raise
         self._lock = threading.RLock()
-        self._service = _Child(domain, self.workdir / f"{domain}.log")
-        self._proxy = _Child("proxy", self.workdir / "proxy.log")
+        self._service = Child(domain, self.workdir / f"{domain}.log")
+        self._proxy = Child("proxy", self.workdir / "proxy.log")
         self._endpoints: StackEndpoints | None = None
         self._restarts = 0
         self._unplanned = 0
@@ -262,7 +101,7 @@ class ProcessRuntime(Runtime):
         atexit.register(self._finalizer)
 
     @staticmethod
-    def _kill_all(children: list[_Child]) -> None:
+    def _kill_all(children: list[Child]) -> None:
         for child in children:
             with contextlib.suppress(Exception):
                 child.stop()
@@ -308,8 +147,8 @@ class ProcessRuntime(Runtime):
             "--admin-port",
             str(ports[1]),
         ]
-        self._service.proc = _spawn(cmd, self._service.log, capture_stdout=True)
-        self._service.ports = _read_ready(self._service, READY_TIMEOUT_S)
+        self._service.proc = spawn(cmd, self._service.log, capture_stdout=True)
+        self._service.ports = read_ready(self._service, READY_TIMEOUT_S)
 
     def _start_proxy(self) -> None:
         svc_port = self._service.ports[0]
@@ -317,7 +156,7 @@ class ProcessRuntime(Runtime):
         cmd = proxy_command(
             self.domain, svc_port, proxy_port, control_port, self.workdir / "mitmproxy"
         )
-        self._proxy.proc = _spawn(cmd, self._proxy.log, capture_stdout=False)
+        self._proxy.proc = spawn(cmd, self._proxy.log, capture_stdout=False)
         self._proxy.ports = (proxy_port, control_port)
         deadline = time.monotonic() + READY_TIMEOUT_S
         while time.monotonic() < deadline:

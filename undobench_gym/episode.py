@@ -1,0 +1,75 @@
+"""The running episode, typed: what `reset` sets up and `step` accumulates."""
+
+from __future__ import annotations
+
+import time
+from dataclasses import dataclass, field
+from typing import Any
+
+from .catalog import ToolSpec
+from .contract import CommitRow, FaultPlan, WireLog
+from .specs import FaultScenario, FaultTarget, Verdict, WorkflowSpec
+
+
+@dataclass
+class CallRecord:
+    """One tool call the env made, as the oracles see it."""
+
+    tool: str
+    read_only: bool
+    identity: str | None  # semantic identity of a mutating call (for re-issue counts)
+    status: int | None = None  # HTTP status; None when the transport failed
+
+
+@dataclass
+class WorkerCrash:
+    """POST_ACK_PRE_CHECKPOINT: the worker dies right after the target's acknowledgement."""
+
+    target: FaultTarget
+    #: Set when the crash happened (the fault record), or the target was refused (missed).
+    fired: dict[str, Any] | None = None
+    missed: dict[str, Any] | None = None
+    #: The step that crashed the worker has not been reported in `info` yet.
+    pending: bool = False
+
+
+@dataclass
+class Outcome:
+    """What the env read from the stack when the episode ended."""
+
+    verdict: Verdict
+    state_hash: str
+    wire: WireLog
+    commit_log: list[CommitRow]
+    wall_ms: float
+    fault_outcome: dict[str, Any] | None
+
+
+@dataclass
+class Episode:
+    public_id: str  # opaque, pair-level: the same in the control and the fault episode
+    wire_id: str  # the proxy's episode id: differs between the two
+    seed: int
+    workflow: WorkflowSpec
+    scenario: FaultScenario | None
+    #: The hidden coin of an ambiguous scenario (None otherwise).
+    coin: bool | None
+    plan: FaultPlan | None
+    worker_crash: WorkerCrash | None
+    params: dict[str, Any]
+    tools: dict[str, ToolSpec]
+    steps: int = 0
+    transcript: list[dict[str, Any]] = field(default_factory=list)
+    calls: list[CallRecord] = field(default_factory=list)
+    tool_counts: dict[str, int] = field(default_factory=dict)
+    finish_status: str | None = None
+    truncated_reason: str | None = None
+    done: bool = False
+    outcome: Outcome | None = None
+    t0: float = field(default_factory=time.monotonic)
+
+    def count_call(self, record: CallRecord) -> int:
+        """Log a call; returns how many calls of its tool this episode has made so far."""
+        self.calls.append(record)
+        self.tool_counts[record.tool] = self.tool_counts.get(record.tool, 0) + 1
+        return self.tool_counts[record.tool]

@@ -1,0 +1,110 @@
+"""The env's HTTP side: the stack's runtime, the agent-facing proxy, and the admin and
+control APIs (services' state and commit log, the proxy's episodes and wire log)."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import httpx
+
+from .actions import HttpRequest
+from .contract import AdminState, CommitRow, EpisodeStart, FaultPlan, IdempotencyMode, WireLog
+from .runtime import Runtime, make_runtime
+
+#: How long past the client's own timeout the verdict waits for held flows' wire events.
+WIRE_SETTLE_MARGIN_S = 2.0
+
+
+class StackClient:
+    """Starts the stack on first use; one HTTP client for every call the env makes."""
+
+    def __init__(
+        self, runtime_kind: str, domain: str, idempotency: IdempotencyMode, timeout: float
+    ) -> None:
+        self.runtime_kind = runtime_kind
+        self.domain = domain
+        self.idempotency = idempotency
+        self.timeout = timeout
+        self._runtime: Runtime | None = None
+        self._http: httpx.Client | None = None
+
+    @property
+    def runtime(self) -> Runtime:
+        if self._runtime is None:
+            self._runtime = make_runtime(self.runtime_kind, self.domain)
+            try:
+                ep = self._runtime.start()
+                self._http = httpx.Client(timeout=self.timeout)
+                for url in ep.admin_urls.values():
+                    self._http.post(
+                        f"{url}/admin/config", json={"idempotency_mode": self.idempotency}
+                    ).raise_for_status()
+            except BaseException:
+                self.close()
+                raise
+        return self._runtime
+
+    @property
+    def started(self) -> bool:
+        return self._runtime is not None
+
+    @property
+    def http(self) -> httpx.Client:
+        self.runtime  # noqa: B018 - starts the stack (and the client) on first use
+        assert self._http is not None
+        return self._http
+
+    def _json(self, method: str, url: str, **kw: Any) -> Any:
+        resp = self.http.request(method, url, **kw)
+        resp.raise_for_status()
+        return resp.json()
+
+    def _admin(self, method: str, path: str, **kw: Any) -> Any:
+        return self._json(method, self.runtime.endpoints.admin_urls[self.domain] + path, **kw)
+
+    # ---- admin: the service's seeded state, its final state, its commit log -------------
+
+    def reset_state(self, seed: int) -> None:
+        self._admin("POST", "/admin/reset", json={"seed": seed})
+
+    def state(self) -> AdminState:
+        return AdminState.model_validate(self._admin("GET", "/admin/state"))
+
+    def commit_log(self) -> list[CommitRow]:
+        return [CommitRow.model_validate(r) for r in self._admin("GET", "/admin/commit-log")]
+
+    # ---- control: the proxy's episode and wire log ------------------------------------
+
+    def start_episode(self, wire_id: str, plan: FaultPlan | None) -> None:
+        body = EpisodeStart(episode_id=wire_id, plan=plan)
+        self._json(
+            "POST",
+            self.runtime.endpoints.control_url + "/control/episode",
+            json=body.model_dump(mode="json"),
+        )
+
+    def wire(self) -> WireLog:
+        """The episode's wire log, once held flows (a `timeout` fault) are released."""
+        settle = self.timeout + WIRE_SETTLE_MARGIN_S
+        url = self.runtime.endpoints.control_url + "/control/wire"
+        return WireLog.model_validate(self._json("GET", url, params={"settle": settle}))
+
+    # ---- the agent's side: through the fault proxy --------------------------------------
+
+    def send(self, req: HttpRequest) -> httpx.Response:
+        """An agent's call, through the fault proxy."""
+        return self.http.request(
+            req.method,
+            self.runtime.endpoints.agent_url + req.path,
+            params=req.params,
+            json=req.json,
+            headers=req.headers,
+        )
+
+    def close(self) -> None:
+        if self._http is not None:
+            self._http.close()
+            self._http = None
+        if self._runtime is not None:
+            self._runtime.close()
+            self._runtime = None
