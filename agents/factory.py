@@ -14,6 +14,13 @@ from typing import Any
 
 from undobench_gym.errors import UndoBenchError
 
+from .llm.backends import OpenAIBackend
+from .llm.base import LLMConfig
+from .llm.f1_tool_calling import ToolCallingAgent
+from .llm.f2_react import ReActAgent
+from .llm.local import HFBackend, VLLMBackend
+from .scripted import ScriptedAgent
+
 FRAMEWORKS = ("F1", "F2")
 SPECS = "scripted, openai:MODEL@BASE_URL, vllm:MODEL, hf:PATH or python:MODULE:CLASS"
 _OPENAI = re.compile(r"openai:(?P<model>.+?)@(?P<url>https?://\S+)")
@@ -29,9 +36,6 @@ def _framework(framework: str | None, default: str) -> str:
 
 
 def _llm(backend: Any, framework: str, config: Any) -> Any:
-    from .llm.f1 import ToolCallingAgent
-    from .llm.f2 import ReActAgent
-
     cls = ToolCallingAgent if framework == "F1" else ReActAgent
     return cls(backend, config)
 
@@ -42,8 +46,6 @@ def make_agent(spec: str, framework: str | None = None, config: Any = None) -> A
     if framework is not None:
         _framework(framework, "F1")
     if spec == "scripted":
-        from .scripted import ScriptedAgent
-
         return ScriptedAgent()
     if spec.startswith("python:"):
         try:
@@ -57,15 +59,11 @@ def make_agent(spec: str, framework: str | None = None, config: Any = None) -> A
             raise UndoBenchError(f"{spec}: an agent needs a `name` and an `act(observation)`")
         return agent
     if spec.startswith(("openai:", "vllm:", "hf:")):
-        from .llm.base import LLMConfig
-
         config = config or LLMConfig.from_env()
         kind, _, rest = spec.partition(":")
         if not rest:
             raise UndoBenchError(f"agent {spec!r} names no model; expected {SPECS}")
         if kind == "openai":
-            from .llm.backends import OpenAIBackend
-
             m = _OPENAI.fullmatch(spec)
             model, url = (m["model"], m["url"]) if m else (rest, os.environ.get("OPENAI_BASE_URL"))
             if not url:
@@ -77,10 +75,6 @@ def make_agent(spec: str, framework: str | None = None, config: Any = None) -> A
             backend: Any = OpenAIBackend(model, url, timeout_s=config.timeout_s)
             return _llm(backend, _framework(framework, "F1"), config)
         if kind == "vllm":
-            from .llm.local import VLLMBackend
-
             return _llm(VLLMBackend(rest), _framework(framework, "F1"), config)
-        from .llm.local import HFBackend
-
         return _llm(HFBackend(rest, threads=config.hf_threads), _framework(framework, "F2"), config)
     raise UndoBenchError(f"agent {spec!r} is not available; use {SPECS}")

@@ -2,8 +2,8 @@
 
 from .backends import OpenAIBackend, ProviderError, ProviderUnavailable, TransientProviderError
 from .base import LLMAgent, LLMConfig
-from .f1 import ToolCallingAgent
-from .f2 import ReActAgent
+from .f1_tool_calling import ToolCallingAgent
+from .f2_react import ReActAgent
 
 __all__ = [
     "LLMAgent",

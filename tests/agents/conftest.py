@@ -14,6 +14,8 @@ import pytest
 from undobench_gym.catalog import domain, find_workflow
 from undobench_gym.specs import fill
 
+from ..doubles.fake_llm_server import FakeServer
+
 
 def require(module: str, extra: str) -> None:
     """Skip where an optional dependency is missing, but fail in CI, which must run these."""
@@ -52,8 +54,6 @@ def plan_lookup(workflow_id: str, seeds: tuple[int, ...] = (1, 2, 3)) -> Any:
 @pytest.fixture(scope="session")
 def fake() -> Iterator[Any]:
     require("openai", "llm")
-    from undobench_gym.agents.llm.fake_server import FakeServer
-
     with FakeServer() as server:
         yield server
 

@@ -12,6 +12,7 @@ from typing import Any
 
 import pytest
 from undobench_gym.agents.factory import make_agent
+from undobench_gym.agents.llm.backends import ProviderUnavailable
 from undobench_gym.agents.llm.base import LLMConfig, turn_seed
 from undobench_gym.agents.llm.parsing import parse_react, parse_text_tool_calls
 
@@ -20,6 +21,7 @@ from undobench_gym.errors import UndoBenchError
 from undobench_gym.pairing import run_episode, run_pair
 from undobench_gym.seeding import stable_id
 
+from ..doubles.fake_llm_server import REFUSAL, failing, gold_plan, malformed, multi_call, refusing
 from .conftest import plan_lookup, require
 
 WF = find_workflow("pay-charge-customer")
@@ -62,8 +64,6 @@ def invalid_steps(episode: dict[str, Any]) -> int:
 
 
 def gold() -> Any:
-    from undobench_gym.agents.llm.fake_server import gold_plan
-
     return gold_plan(plan_lookup(WF.id))
 
 
@@ -123,8 +123,6 @@ def test_seed_derives_from_task_instance_and_turn() -> None:
 def test_malformed_calls_become_invalid_action_observations(
     fake_server: Any, env_for: Any, framework: str, kind: str, stat: str | None
 ) -> None:
-    from undobench_gym.agents.llm.fake_server import malformed
-
     fake_server.policy = malformed(gold(), at_step=1, kind=kind)
     agent = agent_for(fake_server, framework)
     episode = control(env_for, agent)
@@ -142,8 +140,6 @@ def test_malformed_calls_become_invalid_action_observations(
 def test_a_refusal_is_nudged_then_the_task_goes_on(
     fake_server: Any, env_for: Any, framework: str
 ) -> None:
-    from undobench_gym.agents.llm.fake_server import refusing
-
     fake_server.policy = refusing(gold(), at_step=1, times=1)
     agent = agent_for(fake_server, framework)
     episode = control(env_for, agent)
@@ -157,8 +153,6 @@ def test_a_refusal_is_nudged_then_the_task_goes_on(
 
 
 def test_repeated_refusals_give_up(fake_server: Any, env_for: Any) -> None:
-    from undobench_gym.agents.llm.fake_server import REFUSAL, refusing
-
     fake_server.policy = refusing(gold(), at_step=1, times=5)
     agent = agent_for(fake_server, "F1")
     episode = control(env_for, agent)
@@ -170,8 +164,6 @@ def test_repeated_refusals_give_up(fake_server: Any, env_for: Any) -> None:
 
 
 def test_only_the_first_of_several_tool_calls_is_executed(fake_server: Any, env_for: Any) -> None:
-    from undobench_gym.agents.llm.fake_server import multi_call
-
     fake_server.policy = multi_call(gold())
     agent = agent_for(fake_server, "F1")
     episode = control(env_for, agent)
@@ -186,8 +178,6 @@ def test_only_the_first_of_several_tool_calls_is_executed(fake_server: Any, env_
 def test_provider_errors_are_retried_before_any_dispatch(
     fake_server: Any, env_for: Any, status: int
 ) -> None:
-    from undobench_gym.agents.llm.fake_server import failing
-
     # Requests 0 and 1 (the first turn) and 3 (the turn after get_customer's answer) fail.
     fake_server.policy = failing(gold(), {0, 1, 3}, status=status)
     agent = agent_for(fake_server, "F1")
@@ -199,8 +189,6 @@ def test_provider_errors_are_retried_before_any_dispatch(
 
 
 def test_a_timeout_is_retried(fake_server: Any, env_for: Any) -> None:
-    from undobench_gym.agents.llm.fake_server import failing
-
     fake_server.policy = failing(gold(), {0}, status=200, delay_s=1.0)
     config = LLMConfig(backoff_s=0.001, timeout_s=0.3)
     agent = agent_for(fake_server, "F2", config)
@@ -211,9 +199,6 @@ def test_a_timeout_is_retried(fake_server: Any, env_for: Any) -> None:
 def test_a_provider_that_keeps_failing_is_an_infrastructure_error(
     fake_server: Any, env_for: Any
 ) -> None:
-    from undobench_gym.agents.llm.backends import ProviderUnavailable
-    from undobench_gym.agents.llm.fake_server import failing
-
     fake_server.policy = failing(gold(), range(100), status=503)
     agent = agent_for(fake_server, "F1", LLMConfig(retries=2, backoff_s=0.001))
     with pytest.raises(ProviderUnavailable, match="after 2 retries"):

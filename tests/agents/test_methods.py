@@ -17,8 +17,8 @@ from undobench_gym.agents.methods import (
     wrap,
 )
 from undobench_gym.agents.public_tools import public_tools
-from undobench_gym.agents.recovery_checkpoint import CheckpointResume
-from undobench_gym.agents.recovery_derive import compensation_for, compensations, verifiers_for
+from undobench_gym.agents.recovery.checkpoint import CheckpointResume
+from undobench_gym.agents.recovery.derive import compensation_for, compensations, verifiers_for
 from undobench_gym.agents.scripted import ScriptedAgent
 
 from undobench_gym import catalog
@@ -273,7 +273,7 @@ class Scripted:
 def test_saga_compensates_with_real_calls(env_for: Any) -> None:
     env = wrap(env_for("ticketing"), "B3")
     env.reset(seed=1, options={"workflow": "tix-retract-mistaken-page"})
-    p = env.unwrapped._episode["params"]  # type: ignore[attr-defined]
+    p = env.unwrapped._episode.params  # type: ignore[attr-defined]
     agent = Scripted(
         [
             {
@@ -309,7 +309,7 @@ def test_saga_compensates_with_real_calls(env_for: Any) -> None:
     # B3 does nothing extra after a definitive failure.
     env = wrap(env_for("payments"), "B3")
     env.reset(seed=1, options={"workflow": "pay-charge-customer"})
-    p = env.unwrapped._episode["params"]  # type: ignore[attr-defined]
+    p = env.unwrapped._episode.params  # type: ignore[attr-defined]
     charge = {
         "tool": "create_charge",
         "arguments": {

@@ -8,7 +8,6 @@ from __future__ import annotations
 
 import ast
 import json
-from collections.abc import Collection
 from pathlib import Path
 from typing import Any
 
@@ -23,7 +22,7 @@ from undobench_gym.agents.methods import (
     wrap,
 )
 from undobench_gym.agents.public_tools import from_schema, public_tools
-from undobench_gym.agents.recovery_common import RecoveryWrapper
+from undobench_gym.agents.recovery import RecoveryWrapper
 from undobench_gym.agents.scripted import ScriptedAgent
 
 from undobench_gym import catalog
@@ -45,10 +44,9 @@ PRIVATE_ATTRS = {
 }
 PRIVATE_NAMES = {"ToolSpec", "catalog", "find_workflow", "tools_from_openapi"}
 PRIVATE_TEXT = ("x-undobench", "_domain", "_episode")
-#: Harness-side code that may read the catalogue: the gold-plan agent, and the CLI helpers
-#: of methods.py that build a workflow's schemas the public way (ToolSpec.openai_schema()).
-ALLOWED_FILES = {"scripted.py"}
-ALLOWED_FUNCTIONS = {"methods.py": {"workflow_spec", "workflow_specs", "workflow_schemas"}}
+#: Harness-side code that may read the catalogue: the gold-plan agent, and the CLI's view
+#: of a workflow as the schemas it offers, built the public way (ToolSpec.openai_schema()).
+ALLOWED_FILES = {"scripted.py", "catalog_view.py"}
 
 
 def _docstrings(tree: ast.AST) -> set[int]:
@@ -61,15 +59,10 @@ def _docstrings(tree: ast.AST) -> set[int]:
     return out
 
 
-def privileged_uses(source: str, allowed_functions: Collection[str] = ()) -> list[str]:
+def privileged_uses(source: str) -> list[str]:
     """Every place in `source` that reaches private data, as `line: what`."""
     tree = ast.parse(source)
-    skip: set[int] = set()
-    for node in ast.walk(tree):
-        functions = (ast.FunctionDef, ast.AsyncFunctionDef)
-        if isinstance(node, functions) and node.name in allowed_functions:
-            skip |= {id(n) for n in ast.walk(node)}
-    skip |= _docstrings(tree)
+    skip = _docstrings(tree)
     found = []
     for node in ast.walk(tree):
         if id(node) in skip:
@@ -116,9 +109,6 @@ def test_the_scan_finds_privileged_access() -> None:
         ".find_workflow",
     ):
         assert any(what in f for f in found), (what, found)
-    allowed = privileged_uses(snippet, {"workflow_schemas"})
-    assert not any("find_workflow" in f for f in allowed)
-    assert any("._domain" in f for f in allowed)
 
 
 def test_agents_reach_no_private_catalogue_data() -> None:
@@ -128,8 +118,7 @@ def test_agents_reach_no_private_catalogue_data() -> None:
     for path in files:
         if path.name in ALLOWED_FILES and path.parent == AGENTS:
             continue
-        allowed = ALLOWED_FUNCTIONS.get(path.name, set()) if path.parent == AGENTS else set()
-        found = privileged_uses(path.read_text(), allowed)
+        found = privileged_uses(path.read_text())
         if found:
             offenders[str(path.relative_to(AGENTS))] = found
     assert offenders == {}

@@ -22,7 +22,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
-from .recovery_common import RecoveryWrapper, StepResult, canonical, parse_call
+from .base import RecoveryWrapper, StepResult, canonical, parse_call
 
 
 def action_key(action: Any) -> str:

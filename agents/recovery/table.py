@@ -1,6 +1,6 @@
 """The verdict of every recovery method on the lost-acknowledgement workflows, as a table.
 
-`python -m undobench_gym.agents.recovery_table [--seeds 1-3] [--json]` runs the scripted
+`python -m undobench_gym.agents.recovery.table [--seeds 1-3] [--json]` runs the scripted
 gold-plan agent in paired trials (real stacks on the process runtime, one per domain and
 server-idempotency mode) and prints, per scenario and method, what the fault episodes did:
 success, duplicate and missing effects, the three effect layers, re-issues after commit,
@@ -19,7 +19,7 @@ from typing import Any
 from undobench_gym.env import UndoBenchEnv
 from undobench_gym.pairing import run_pair
 
-from .methods import (
+from ..methods import (
     METHODS,
     applicable_methods,
     capabilities,
@@ -29,7 +29,7 @@ from .methods import (
     workflow_specs,
     wrap,
 )
-from .scripted import ScriptedAgent
+from ..scripted import ScriptedAgent
 
 SCENARIOS = (
     "pay-charge-customer:lost-ack",

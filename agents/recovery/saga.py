@@ -2,7 +2,7 @@
 steps already committed, newest first.
 
 The wrapper keeps a stack of the committed mutating steps that have a compensation derivable
-from the public schemas (`recovery_derive.compensation_for`: a tool with `compensatingHint`
+from the public schemas (`derive.compensation_for`: a tool with `compensatingHint`
 that deletes the created entry, or offsets the record by its id: a charge is refunded, an
 enrollment unenrolled, a page retracted). A step fails definitively when it
 still has an unknown outcome after the retries (B3 wraps B0's `NaiveRetry`), or when the
@@ -18,7 +18,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
-from .recovery_common import (
+from .base import (
     Call,
     RecoveryWrapper,
     StepResult,
@@ -30,7 +30,7 @@ from .recovery_common import (
     parse_call,
     status_of,
 )
-from .recovery_derive import Compensation, compensations
+from .derive import Compensation, compensations
 
 DEFINITIVE_REFUSALS = (400, 403, 404, 410, 412)
 

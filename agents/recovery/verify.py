@@ -1,7 +1,7 @@
 """B6 verify-before-retry, and the read-back it shares with B5-P.
 
 Before a mutating call is sent, read the collection or resource its effect would show in
-(the reads `recovery_derive.read_plans` derives from the public schemas), through the proxy
+(the reads `derive.read_plans` derives from the public schemas), through the proxy
 like any call: the *baseline*. The fixtures carry history (a subscription already has
 invoices, an account already has audit rows), so a row that matches the call proves
 nothing unless it was not there before. After the call fails with an unknown outcome
@@ -22,8 +22,8 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any, Literal
 
-from .public_tools import PublicTool
-from .recovery_common import (
+from ..public_tools import PublicTool
+from .base import (
     Call,
     RecoveryWrapper,
     StepResult,
@@ -35,7 +35,7 @@ from .recovery_common import (
     parse_call,
     status_of,
 )
-from .recovery_derive import ReadPlan, blind, find_effect, read_plans, row_keys, sent_values
+from .derive import ReadPlan, blind, find_effect, read_plans, row_keys, sent_values
 
 #: Per read tool: the rows it showed before the call (None: that read failed).
 Baseline = dict[str, frozenset[str] | None]

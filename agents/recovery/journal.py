@@ -14,7 +14,7 @@ idempotency key equal to the intent id. The reconciler then settles each intent:
   same content while the intent is still unknown continues that intent, not a new one;
 - B5-P only: before an intent's first send, the reads that can show its effect are taken
   as a baseline; before any re-send of an unknown intent, the effect is read back
-  (`recovery_verify.probe_effect`: a new or changed row carrying the call's arguments);
+  (`verify.probe_effect`: a new or changed row carrying the call's arguments);
   found: settled as committed and the agent gets the row; absent: re-sent (the last read
   is the new baseline); no read derivable or inconclusive: B5's behaviour.
 After a worker crash the restarted agent issues its intents again from the start; the
@@ -30,8 +30,8 @@ from typing import Any
 
 from undobench_gym.seeding import stable_id
 
-from .public_tools import KEY_ARG, PublicTool
-from .recovery_common import (
+from ..public_tools import KEY_ARG, PublicTool
+from .base import (
     Call,
     RecoveryWrapper,
     StepResult,
@@ -43,8 +43,8 @@ from .recovery_common import (
     parse_call,
     status_of,
 )
-from .recovery_derive import ReadPlan, read_plans
-from .recovery_verify import Baseline, found_observation, probe_effect, take_baseline
+from .derive import ReadPlan, read_plans
+from .verify import Baseline, found_observation, probe_effect, take_baseline
 
 
 @dataclass

@@ -1,34 +1,15 @@
-"""Recovery methods as Gymnasium wrappers; each changes one thing and overrides one method."""
+"""B2 idempotency keys: a re-sent call carries the key of the first send, so a server that
+honours keys replays its answer instead of doing the work twice."""
 
 from __future__ import annotations
 
 import json
 from typing import Any
 
-import gymnasium as gym
-
 from undobench_gym.seeding import stable_id
 
-from .public_tools import KEY_ARG
-from .recovery_common import RecoveryWrapper, StepResult, is_over, is_transient, load_obs
-
-
-class NaiveRetry(RecoveryWrapper):
-    """B0: re-send the same call after a transport error or a 5xx, up to `retries` times."""
-
-    method = "B0"
-
-    def __init__(self, env: gym.Env[str, str], retries: int = 2) -> None:
-        super().__init__(env)
-        self.retries = retries
-
-    def handle(self, action: Any) -> StepResult:
-        result = self.send(action)
-        tries = 0
-        while is_transient(load_obs(result[0])) and tries < self.retries and not is_over(result):
-            tries += 1
-            result = self.send(action)
-        return result
+from ..public_tools import KEY_ARG
+from .base import RecoveryWrapper, StepResult
 
 
 class IdempotencyKeys(RecoveryWrapper):

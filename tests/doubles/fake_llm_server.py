@@ -25,10 +25,10 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
+import uvicorn
 from fastapi import FastAPI, Request
 from fastapi.responses import JSONResponse
-
-from ..scripted import is_failure, resolve_refs
+from undobench_gym.agents.scripted import is_failure, resolve_refs
 
 CREATED = 1_700_000_000  # fixed, so a reply depends only on (messages, seed)
 REFUSAL = "I can't help with that."
@@ -312,8 +312,6 @@ class FakeServer:
         return f"http://127.0.0.1:{self.port}/v1"
 
     def start(self) -> FakeServer:
-        import uvicorn
-
         sock = socket.socket(socket.AF_INET, socket.SOCK_STREAM, socket.IPPROTO_TCP)
         sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
         sock.bind(("127.0.0.1", 0))

@@ -1,0 +1,1 @@
+"""Test doubles: stand-ins for outside services that the tests drive (not shipped)."""
