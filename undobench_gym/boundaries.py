@@ -160,3 +160,16 @@ def fault_outcome(
         "tool": scenario.target.tool,
         "nth": scenario.target.nth,
     }
+
+
+def target_commits(scenario: FaultScenario, coin: bool | None = None) -> bool | None:
+    """Whether the targeted call commits when the fault happens as planned (None: it
+    depends on the call: a crash point leaves part of a composite, and a worker crash
+    comes after a commit whatever the call)."""
+    if scenario.ambiguous:
+        return bool(coin)
+    return {
+        Boundary.PRE_MUTATION: False,
+        Boundary.POST_MUTATION_PRE_ACK: True,
+        Boundary.DURING_COMPENSATION: scenario.compensation_commits,
+    }.get(scenario.boundary)
