@@ -15,10 +15,11 @@ from __future__ import annotations
 from collections.abc import Callable, Iterator
 from typing import Annotated, Any, TypeVar
 
-from fastapi import Depends, Header, Path, Request
+from fastapi import APIRouter, Depends, Header, Path, Request
 from fastapi.responses import JSONResponse
 from pydantic import BaseModel, ConfigDict, Field, create_model
-from sqlalchemy import JSON, Boolean, Float, Integer
+from sqlalchemy import JSON, Boolean, Float, Integer, Select
+from sqlalchemy.exc import IntegrityError
 from sqlalchemy.orm import Session
 
 from undobench_gym.contract import IDEMPOTENCY_HEADER
@@ -59,6 +60,8 @@ __all__ = [
     "db_session",
     "effect_meta",
     "error",
+    "filtered",
+    "flush_or_409",
     "get_ctx",
     "get_or_404",
     "id_types",
@@ -66,6 +69,7 @@ __all__ = [
     "maybe_crash",
     "new_id",
     "now",
+    "read_route",
     "record_commit",
     "row",
     "row_model",
@@ -77,6 +81,8 @@ __all__ = [
 
 T = TypeVar("T")
 H = TypeVar("H")
+Q = TypeVar("Q", bound=Select[Any])
+F = TypeVar("F", bound=Callable[..., Any])
 
 Ctx = Annotated[ServiceContext, Depends(get_ctx)]
 KeyHeader = Annotated[str | None, Header(alias=IDEMPOTENCY_HEADER, max_length=255)]
@@ -107,6 +113,27 @@ def get_or_404(s: Session, model: type[T], ident: Any, what: str) -> T:
     if obj is None:
         raise error(404, "resource_missing", f"No such {what}: {ident}")
     return obj
+
+
+def read_route(router: APIRouter, path: str, op: str, model: Any) -> Callable[[F], F]:
+    """A GET route labelled read-only (no effect, never faulted) that answers `model`."""
+    return router.get(path, operation_id=op, openapi_extra=READ_ONLY, response_model=model)
+
+
+def filtered(q: Q, *conditions: tuple[Any, str | None]) -> Q:
+    """`q` narrowed to `column == value` for each (column, value) whose value was given."""
+    for column, value in conditions:
+        if value:
+            q = q.where(column == value)
+    return q
+
+
+def flush_or_409(s: Session, message: str) -> None:
+    """Flush the new row; a unique key that a concurrent request took first is a 409."""
+    try:
+        s.flush()
+    except IntegrityError as exc:
+        raise error(409, "resource_exists", message) from exc
 
 
 def run_composite(

@@ -16,28 +16,25 @@ from sqlalchemy import select
 from sqlalchemy.exc import IntegrityError
 from sqlalchemy.orm import Session
 
-from .._service.context import ServiceContext, get_ctx, maybe_crash, new_id, now
-from .._service.mutation import (
-    claim_key,
-    complete_key,
+from .._service.kit import (
     effect_meta,
     error,
-    honoured_key,
+    flush_or_409,
+    get_ctx,
+    get_or_404,
+    maybe_crash,
+    new_id,
+    now,
     record_commit,
-    release_key,
+    run_composite,
 )
-from .common import EMAIL_PATTERN, PathId, get_or_404, row
+from .common import EMAIL_PATTERN, PathId
 from .models import Email, EmailBatch
+from .views import EmailBatchView, batch_view
 
 router = APIRouter(prefix="/v1")
 CRASH_MID_BATCH = "msg.after_first_email"
 Recipient = Annotated[str, Field(min_length=3, max_length=255, pattern=EMAIL_PATTERN)]
-
-
-def batch_view(s: Session, b: EmailBatch) -> dict[str, Any]:
-    q = select(Email).where(Email.batch_id == b.id).order_by(Email.sent, Email.id)
-    sent = [row(e) for e in s.scalars(q)]
-    return {**row(b), "sent_count": len(sent), "emails": sent}
 
 
 class BatchIn(BaseModel):
@@ -53,13 +50,12 @@ class BatchIn(BaseModel):
         return v
 
 
-def _send_missing(
-    request: Request, ctx: ServiceContext, batch_id: str, *, resume: bool = False
-) -> None:
+def _send_missing(request: Request, batch_id: str, *, resume: bool = False) -> None:
     """Send each recipient still unsent in its own transaction, as a mail relay does, then
     mark the batch sent. A resume that finishes a batch records its own commit (the
     emails it sends are `email.send` commits like any other)."""
-    with Session(ctx.engine) as s:
+    engine = get_ctx(request).engine
+    with Session(engine) as s:
         b = get_or_404(s, EmailBatch, batch_id, "email batch")
         recipients, reference, subject = list(b.recipients), b.reference, b.subject
     sent_now: list[str] = []
@@ -67,7 +63,7 @@ def _send_missing(
         if i == 1:
             maybe_crash(request, CRASH_MID_BATCH)
         try:
-            with Session(ctx.engine) as s, s.begin():
+            with Session(engine) as s, s.begin():
                 q = select(Email).where(Email.batch_id == batch_id, Email.recipient == recipient)
                 if s.scalar(q) is not None:
                     continue
@@ -92,7 +88,7 @@ def _send_missing(
             sent_now.append(recipient)
         except IntegrityError:
             continue  # a concurrent resume sent this one first
-    with Session(ctx.engine) as s, s.begin():
+    with Session(engine) as s, s.begin():
         batch = get_or_404(s, EmailBatch, batch_id, "email batch")
         if batch.status != "sent":
             batch.status = "sent"
@@ -108,6 +104,7 @@ def _send_missing(
 
 
 def _create(s: Session, body: BatchIn, key: str | None) -> str:
+    """Create the batch (status `sending`) in one transaction; its id."""
     found = s.scalar(select(EmailBatch).where(EmailBatch.reference == body.reference))
     if found is not None:
         hint = (
@@ -137,11 +134,12 @@ def _create(s: Session, body: BatchIn, key: str | None) -> str:
         args=body.model_dump(),
         key=key,
     )
-    try:
-        s.flush()
-    except IntegrityError as exc:  # a concurrent create won the unique reference
-        raise error(409, "resource_exists", f"Email batch {body.reference} exists") from exc
+    flush_or_409(s, f"Email batch {body.reference} exists")
     return b.id
+
+
+def _view(s: Session, batch_id: str) -> dict[str, Any]:
+    return batch_view(s, get_or_404(s, EmailBatch, batch_id, "email batch"))
 
 
 @router.post(
@@ -149,37 +147,45 @@ def _create(s: Session, body: BatchIn, key: str | None) -> str:
     operation_id="send_email_batch",
     status_code=201,
     openapi_extra=effect_meta("email_batch.create", "create_unique", ["reference"], "constraint"),
+    response_model=EmailBatchView,
 )
 def send_email_batch(request: Request, body: BatchIn) -> JSONResponse:
     """Email the subject to every recipient, one by one. The reference is unique: a repeat
     is refused (409). A batch left `sending` is finished with resume_email_batch."""
-    ctx = get_ctx(request)
-    claim = claim_key(
-        ctx, honoured_key(request, native=False), "send_email_batch", body.model_dump()
+    return run_composite(
+        request,
+        route="send_email_batch",
+        payload=body.model_dump(),
+        start=lambda s, key: _create(s, body, key),
+        advance=lambda batch_id: _send_missing(request, batch_id),
+        view=_view,
     )
-    if isinstance(claim, JSONResponse):
-        return claim
-    try:
-        with Session(ctx.engine) as s, s.begin():
-            batch_id = _create(s, body, claim.key if claim else None)
-    except Exception:
-        release_key(ctx, claim)
-        raise
-    _send_missing(request, ctx, batch_id)
-    with Session(ctx.engine) as s, s.begin():
-        view = batch_view(s, get_or_404(s, EmailBatch, batch_id, "email batch"))
-        complete_key(s, claim, 201, view)
-    return JSONResponse(status_code=201, content=view)
 
 
 @router.post(
     "/email-batches/{batch_id}/resume",
     operation_id="resume_email_batch",
     openapi_extra=effect_meta("email_batch.resume", "set", ["batch_id"]),
+    response_model=EmailBatchView,
 )
 def resume_email_batch(request: Request, batch_id: PathId) -> dict[str, Any]:
     """Send the emails a `sending` batch still owes; a sent batch is left as it is."""
-    ctx = get_ctx(request)
-    _send_missing(request, ctx, batch_id, resume=True)
-    with Session(ctx.engine) as s:
-        return batch_view(s, get_or_404(s, EmailBatch, batch_id, "email batch"))
+    # Not a `run_composite`: a resume takes no Idempotency-Key (it is safe to repeat), and
+    # honouring one in the "all" mode would replay an old answer instead of finishing.
+    _send_missing(request, batch_id, resume=True)
+    with Session(get_ctx(request).engine) as s:
+        return _view(s, batch_id)
+
+
+def partial_state(state: dict[str, Any]) -> list[str]:
+    """An email batch stuck in `sending` is half-sent."""
+    tables = state["tables"]
+    issues = []
+    for b in tables["msg_email_batches"]:
+        if b["status"] != "sent":
+            sent = [e for e in tables["msg_emails"] if e["batch_id"] == b["id"]]
+            issues.append(
+                f"email batch {b['id']} ({b['reference']}) is {b['status']} with "
+                f"{len(sent)}/{len(b['recipients'])} emails sent"
+            )
+    return issues

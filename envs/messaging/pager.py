@@ -9,14 +9,24 @@ from fastapi import APIRouter, Request
 from fastapi.responses import JSONResponse
 from pydantic import BaseModel, ConfigDict, Field
 from sqlalchemy import select
-from sqlalchemy.exc import IntegrityError
 from sqlalchemy.orm import Session
 
-from .._service.context import get_ctx, new_id, now
-from .._service.mutation import effect_meta, error, record_commit, run_mutation
+from .._service.kit import (
+    effect_meta,
+    error,
+    flush_or_409,
+    get_ctx,
+    get_or_404,
+    new_id,
+    now,
+    record_commit,
+    row,
+    run_mutation,
+)
 from . import webhooks
-from .common import Id, PathId, get_or_404, row
+from .common import Id, PathId
 from .models import Page, PagerService, WebhookEndpoint, WebhookSubscription
+from .views import PageOut, PageTriggerOut, WebhookSubscriptionOut
 
 router = APIRouter(prefix="/v1")
 Event = tuple[str, str, dict[str, Any]]
@@ -42,6 +52,7 @@ class PageIn(BaseModel):
     operation_id="trigger_page",
     status_code=201,
     openapi_extra=effect_meta("page.trigger", "create_unique", ["dedup_key"], "constraint"),
+    response_model=PageTriggerOut,
 )
 def trigger_page(request: Request, body: PageIn) -> JSONResponse:
     """Page the on-call engineer of a service. The dedup key identifies the alert: a
@@ -72,10 +83,7 @@ def trigger_page(request: Request, body: PageIn) -> JSONResponse:
             args=body.model_dump(),
             key=key,
         )
-        try:
-            s.flush()
-        except IntegrityError as exc:  # a concurrent trigger won the dedup key
-            raise error(409, "resource_exists", f"Dedup key {body.dedup_key} is taken") from exc
+        flush_or_409(s, f"Dedup key {body.dedup_key} is taken")
         events.append(("page.triggered", p.dedup_key, row(p)))
         return 201, {**row(p), "deduplicated": False}
 
@@ -89,6 +97,7 @@ def trigger_page(request: Request, body: PageIn) -> JSONResponse:
     "/pages/{page_id}/acknowledge",
     operation_id="acknowledge_page",
     openapi_extra=effect_meta("page.acknowledge", "set", ["page_id"]),
+    response_model=PageOut,
 )
 def acknowledge_page(request: Request, page_id: PathId) -> JSONResponse:
     """Acknowledge a triggered page (stops its escalation). Acknowledging again is
@@ -97,7 +106,7 @@ def acknowledge_page(request: Request, page_id: PathId) -> JSONResponse:
     events: list[Event] = []
 
     def apply(s: Session, key: str | None) -> tuple[int, Any]:
-        p: Page = get_or_404(s, Page, page_id, "page")
+        p = get_or_404(s, Page, page_id, "page")
         if p.status == "resolved":
             raise error(409, "page_resolved", f"Page {page_id} is already resolved")
         if p.status == "triggered":
@@ -128,6 +137,7 @@ class ResolveIn(BaseModel):
     "/pages/{page_id}/resolve",
     operation_id="resolve_page",
     openapi_extra=effect_meta("page.resolve", "set", ["page_id"]),
+    response_model=PageOut,
 )
 def resolve_page(request: Request, page_id: PathId, body: ResolveIn) -> JSONResponse:
     """Resolve a page with a resolution note. Resolving a resolved page changes nothing.
@@ -135,7 +145,7 @@ def resolve_page(request: Request, page_id: PathId, body: ResolveIn) -> JSONResp
     events: list[Event] = []
 
     def apply(s: Session, key: str | None) -> tuple[int, Any]:
-        p: Page = get_or_404(s, Page, page_id, "page")
+        p = get_or_404(s, Page, page_id, "page")
         if p.status != "resolved":
             previous = p.status
             p.status, p.resolution_note, p.updated = "resolved", body.note, now(s)
@@ -168,6 +178,7 @@ class SubscriptionIn(BaseModel):
     openapi_extra=effect_meta(
         "webhook.subscribe", "create_unique", ["endpoint_id", "event"], "constraint"
     ),
+    response_model=WebhookSubscriptionOut,
 )
 def create_webhook_subscription(request: Request, body: SubscriptionIn) -> JSONResponse:
     """Subscribe one of this workspace's webhook endpoints (see list_webhook_endpoints;
@@ -199,10 +210,7 @@ def create_webhook_subscription(request: Request, body: SubscriptionIn) -> JSONR
             args=body.model_dump(),
             key=key,
         )
-        try:
-            s.flush()
-        except IntegrityError as exc:
-            raise error(409, "resource_exists", "The subscription exists already") from exc
+        flush_or_409(s, "The subscription exists already")
         return 201, row(sub)
 
     return run_mutation(

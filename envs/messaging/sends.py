@@ -9,10 +9,19 @@ from fastapi.responses import JSONResponse
 from pydantic import BaseModel, Field
 from sqlalchemy.orm import Session
 
-from .._service.context import new_id, now
-from .._service.mutation import effect_meta, record_commit, run_mutation
-from .common import PHONE_PATTERN, KeyHeader, PathId, get_or_404, row
+from .._service.kit import (
+    KeyHeader,
+    effect_meta,
+    get_or_404,
+    new_id,
+    now,
+    record_commit,
+    row,
+    run_mutation,
+)
+from .common import PHONE_PATTERN, PathId
 from .models import Channel, ChatMessage, Sms
+from .views import ChatMessageOut, SmsOut
 
 router = APIRouter(prefix="/v1")
 
@@ -26,6 +35,7 @@ class ChatIn(BaseModel):
     operation_id="post_chat_message",
     status_code=201,
     openapi_extra=effect_meta("chat.post", "irreversible_send", ["channel_id"]),
+    response_model=ChatMessageOut,
 )
 def post_chat_message(request: Request, channel_id: PathId, body: ChatIn) -> JSONResponse:
     """Post a message to a chat channel. Everyone in the channel sees it at once; every
@@ -64,6 +74,7 @@ class SmsIn(BaseModel):
     operation_id="send_sms",
     status_code=201,
     openapi_extra=effect_meta("sms.send", "irreversible_send", ["to"], "native"),
+    response_model=SmsOut,
 )
 def send_sms(request: Request, body: SmsIn, idempotency_key: KeyHeader = None) -> JSONResponse:
     """Send a text message to a phone number. Every call without a key sends a new SMS.

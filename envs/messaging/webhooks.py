@@ -25,8 +25,7 @@ from sqlalchemy import select
 from sqlalchemy.orm import Session
 from starlette.concurrency import run_in_threadpool
 
-from .._service.context import ServiceContext, get_ctx, new_id, now
-from .._service.mutation import record_commit
+from .._service.kit import ServiceContext, get_ctx, new_id, now, record_commit, row
 from .models import Received, WebhookDelivery, WebhookEndpoint, WebhookSubscription
 
 ENDPOINT_PATTERN = r"^[a-z0-9][a-z0-9-]{0,39}$"
@@ -98,7 +97,7 @@ def fire(ctx: ServiceContext, event: str, ref: str, data: dict[str, Any]) -> lis
                     args={**identity, "delivery_id": delivery_id},
                 )
             s.flush()
-            out.append({c.key: getattr(d, c.key) for c in d.__table__.columns})
+            out.append(row(d))
     return out
 
 
@@ -128,16 +127,16 @@ async def receive(request: Request, endpoint_id: EndpointId) -> JSONResponse:
     event = str(request.headers.get("x-webhook-event") or body.get("event") or "")[:32]
     delivery = str(request.headers.get("x-webhook-delivery") or body.get("id") or "")[:32]
     ref = str(body.get("ref") or "")[:64]
-    row = Received(endpoint_id=endpoint_id, event=event, ref=ref, delivery_id=delivery, body=body)
-    if not await run_in_threadpool(_store, ctx, row):
+    got = Received(endpoint_id=endpoint_id, event=event, ref=ref, delivery_id=delivery, body=body)
+    if not await run_in_threadpool(_store, ctx, got):
         return _refuse(404, f"no receiver {endpoint_id}")
     return JSONResponse(status_code=202, content={"received": True})
 
 
-def _store(ctx: ServiceContext, row: Received) -> bool:
+def _store(ctx: ServiceContext, got: Received) -> bool:
     with Session(ctx.engine) as s, s.begin():
-        if s.get(WebhookEndpoint, row.endpoint_id) is None:
+        if s.get(WebhookEndpoint, got.endpoint_id) is None:
             return False
-        row.received = now(s)
-        s.add(row)
+        got.received = now(s)
+        s.add(got)
     return True

@@ -1,35 +1,19 @@
-"""Helpers the ticketing routes share: lookups, views, and sending a page."""
+"""What the ticketing routes share: read routes and their optional filters, and the rules
+(an incident must be open, one escalation at a time, a page is a real notification)."""
 
 from __future__ import annotations
 
-from typing import Annotated, Any
-
-from fastapi import Depends, Path
-from pydantic import Field
 from sqlalchemy import select
 from sqlalchemy.orm import Session
 
-from .._service.context import ServiceContext, get_ctx, new_id, now
-from .._service.db import row as row  # re-exported for the domain modules
-from .._service.mutation import error, record_commit
-from .fixture import more_severe as more_severe  # re-exported for the domain modules
-from .models import Comment, Escalation, Incident, Notice, Page, Responder
+from .._service.kit import error, get_or_404, new_id, now, record_commit
+from .models import Escalation, Incident, Page, Responder
 
-Ctx = Annotated[ServiceContext, Depends(get_ctx)]
-PathId = Annotated[str, Path(min_length=1, max_length=64)]
-Id = Annotated[str, Field(min_length=1, max_length=64)]
 SEVERITY_PATTERN = "^sev[1-4]$"
 
 
-def get_or_404(s: Session, model: type[Any], ident: str, what: str) -> Any:
-    obj = s.get(model, ident)
-    if obj is None:
-        raise error(404, "resource_missing", f"No such {what}: {ident}")
-    return obj
-
-
 def open_incident_or_409(s: Session, incident_id: str, doing: str) -> Incident:
-    inc: Incident = get_or_404(s, Incident, incident_id, "incident")
+    inc = get_or_404(s, Incident, incident_id, "incident")
     if inc.status == "resolved":
         raise error(
             409,
@@ -37,6 +21,22 @@ def open_incident_or_409(s: Session, incident_id: str, doing: str) -> Incident:
             f"Incident {inc.external_ref} is resolved; reopen_incident it before you {doing}",
         )
     return inc
+
+
+def require_no_escalation(s: Session, incident_id: str) -> None:
+    """An escalation still in progress must be finished before another change of level."""
+    found = s.scalar(
+        select(Escalation).where(
+            Escalation.incident_id == incident_id, Escalation.status == "in_progress"
+        )
+    )
+    if found is not None:
+        raise error(
+            409,
+            "escalation_in_progress",
+            f"Escalation {found.id} to level {found.level} is still in progress (some of its "
+            "pages are not sent); finish it with resume_escalation instead of escalating again",
+        )
 
 
 def send_page(
@@ -70,17 +70,3 @@ def send_page(
     )
     s.flush()
     return page
-
-
-def incident_view(s: Session, inc: Incident) -> dict[str, Any]:
-    def rows(model: type[Any]) -> list[dict[str, Any]]:
-        q = select(model).where(model.incident_id == inc.id).order_by(model.created, model.id)
-        return [row(r) for r in s.scalars(q)]
-
-    return {
-        **row(inc),
-        "pages": rows(Page),
-        "escalations": rows(Escalation),
-        "comments": rows(Comment),
-        "notices": rows(Notice),
-    }

@@ -16,69 +16,40 @@ from pydantic import BaseModel, Field
 from sqlalchemy import select
 from sqlalchemy.orm import Session
 
-from .._service.context import ServiceContext, get_ctx, maybe_crash, new_id, now
-from .._service.mutation import (
-    READ_ONLY,
-    claim_key,
-    complete_key,
+from .._service.kit import (
+    DbSession,
+    PathId,
     effect_meta,
     error,
-    honoured_key,
-    record_commit,
-    release_key,
-)
-from .common import (
-    Ctx,
-    PathId,
+    filtered,
+    get_ctx,
     get_or_404,
-    more_severe,
-    open_incident_or_409,
-    row,
-    send_page,
+    maybe_crash,
+    new_id,
+    now,
+    read_route,
+    record_commit,
+    run_composite,
 )
-from .fixture import escalation_message
+from .common import open_incident_or_409, require_no_escalation, send_page
+from .fixture import escalation_message, more_severe
 from .models import Escalation, Incident, Page, PolicyLevel
+from .views import EscalationView, escalation_view
 
 router = APIRouter(prefix="/v1")
+CRASH_AFTER_FIRST_PAGE = "ticketing.after_first_page"
 
 
-def escalation_view(s: Session, e: Escalation) -> dict[str, Any]:
-    q = select(Page).where(Page.escalation_id == e.id).order_by(Page.created, Page.id)
-    pages = [row(p) for p in s.scalars(q)]
-    paged = {p["responder_id"] for p in pages}
-    return {
-        **row(e),
-        "pages": pages,
-        "not_yet_paged": [r for r in e.responder_ids if r not in paged],
-    }
-
-
-@router.get("/escalations", operation_id="list_escalations", openapi_extra=READ_ONLY)
+@read_route(router, "/escalations", "list_escalations", list[EscalationView])
 def list_escalations(
-    ctx: Ctx, incident_id: str | None = Query(None, max_length=64)
+    s: DbSession, incident_id: str | None = Query(None, max_length=64)
 ) -> list[dict[str, Any]]:
     """List escalations with the pages each one sent and the responders it has not paged
     yet, optionally for one incident."""
-    with Session(ctx.engine) as s:
-        q = select(Escalation).order_by(Escalation.created, Escalation.id)
-        if incident_id:
-            q = q.where(Escalation.incident_id == incident_id)
-        return [escalation_view(s, e) for e in s.scalars(q)]
-
-
-def require_no_escalation(s: Session, incident_id: str) -> None:
-    found = s.scalar(
-        select(Escalation).where(
-            Escalation.incident_id == incident_id, Escalation.status == "in_progress"
-        )
-    )
-    if found is not None:
-        raise error(
-            409,
-            "escalation_in_progress",
-            f"Escalation {found.id} to level {found.level} is still in progress (some of its "
-            "pages are not sent); finish it with resume_escalation instead of escalating again",
-        )
+    q = select(Escalation).order_by(Escalation.created, Escalation.id)
+    return [
+        escalation_view(s, e) for e in s.scalars(filtered(q, (Escalation.incident_id, incident_id)))
+    ]
 
 
 class EscalateIn(BaseModel):
@@ -86,6 +57,7 @@ class EscalateIn(BaseModel):
 
 
 def _start(s: Session, incident_id: str, body: EscalateIn, key: str | None) -> str:
+    """Open the escalation and raise the severity in one transaction; its id."""
     inc = open_incident_or_409(s, incident_id, "escalate it")
     require_no_escalation(s, incident_id)
     level = inc.escalation_level + 1
@@ -126,20 +98,19 @@ def _start(s: Session, incident_id: str, body: EscalateIn, key: str | None) -> s
     return e.id
 
 
-def _page_level(
-    request: Request, ctx: ServiceContext, escalation_id: str, *, resume: bool = False
-) -> None:
+def _page_level(request: Request, escalation_id: str, *, resume: bool = False) -> None:
     """Page each responder of the level not paged yet, one transaction per page, then
     mark the escalation completed. A resume that completes one records its own commit (the
     pages it sends are `page.send` commits like any other)."""
-    with Session(ctx.engine) as s:
+    engine = get_ctx(request).engine
+    with Session(engine) as s:
         e = get_or_404(s, Escalation, escalation_id, "escalation")
         responders = list(e.responder_ids)
     paged_now: list[str] = []
     for i, responder_id in enumerate(responders):
         if i == 1:
-            maybe_crash(request, "ticketing.after_first_page")
-        with Session(ctx.engine) as s, s.begin():
+            maybe_crash(request, CRASH_AFTER_FIRST_PAGE)
+        with Session(engine) as s, s.begin():
             done = s.scalar(
                 select(Page).where(
                     Page.escalation_id == escalation_id, Page.responder_id == responder_id
@@ -148,13 +119,13 @@ def _page_level(
             if done is not None:
                 continue
             e = get_or_404(s, Escalation, escalation_id, "escalation")
-            inc: Incident = get_or_404(s, Incident, e.incident_id, "incident")
+            inc = get_or_404(s, Incident, e.incident_id, "incident")
             message = escalation_message(
                 e.severity_to, inc.title, inc.external_ref, e.level, e.reason
             )
             send_page(s, inc, responder_id, message, escalation_id=e.id)
             paged_now.append(responder_id)
-    with Session(ctx.engine) as s, s.begin():
+    with Session(engine) as s, s.begin():
         e = get_or_404(s, Escalation, escalation_id, "escalation")
         if e.status != "completed":
             e.status, e.completed = "completed", now(s)
@@ -169,47 +140,46 @@ def _page_level(
                 )
 
 
+def _view(s: Session, escalation_id: str) -> dict[str, Any]:
+    return escalation_view(s, get_or_404(s, Escalation, escalation_id, "escalation"))
+
+
 @router.post(
     "/incidents/{incident_id}/escalations",
     operation_id="escalate_incident",
     status_code=201,
     openapi_extra=effect_meta("incident.escalate", "additive", ["incident_id"]),
+    response_model=EscalationView,
 )
 def escalate_incident(request: Request, incident_id: PathId, body: EscalateIn) -> JSONResponse:
     """Escalate an open incident to the next level of its escalation policy: raise its
     severity one step (sev3 to sev2, ...), page every responder of that level one by one,
     and record the escalation. Every call escalates one level further. An escalation left
     in_progress is finished with resume_escalation."""
-    ctx = get_ctx(request)
-    payload = {"incident_id": incident_id, **body.model_dump()}
-    claim = claim_key(ctx, honoured_key(request, native=False), "escalate_incident", payload)
-    if isinstance(claim, JSONResponse):
-        return claim
-    try:
-        with Session(ctx.engine) as s, s.begin():
-            escalation_id = _start(s, incident_id, body, claim.key if claim else None)
-    except Exception:
-        release_key(ctx, claim)
-        raise
-    _page_level(request, ctx, escalation_id)
-    with Session(ctx.engine) as s, s.begin():
-        view = escalation_view(s, get_or_404(s, Escalation, escalation_id, "escalation"))
-        complete_key(s, claim, 201, view)
-    return JSONResponse(status_code=201, content=view)
+    return run_composite(
+        request,
+        route="escalate_incident",
+        payload={"incident_id": incident_id, **body.model_dump()},
+        start=lambda s, key: _start(s, incident_id, body, key),
+        advance=lambda escalation_id: _page_level(request, escalation_id),
+        view=_view,
+    )
 
 
 @router.post(
     "/escalations/{escalation_id}/resume",
     operation_id="resume_escalation",
     openapi_extra=effect_meta("escalation.resume", "set", ["escalation_id"]),
+    response_model=EscalationView,
 )
 def resume_escalation(request: Request, escalation_id: PathId) -> dict[str, Any]:
     """Page the responders an in_progress escalation has not paged yet, then mark it
     completed; nobody it already paged is paged again. A completed one is returned as is."""
-    ctx = get_ctx(request)
-    _page_level(request, ctx, escalation_id, resume=True)
-    with Session(ctx.engine) as s:
-        return escalation_view(s, get_or_404(s, Escalation, escalation_id, "escalation"))
+    # Not a `run_composite`: a resume takes no Idempotency-Key (it is safe to repeat), and
+    # honouring one in the "all" mode would replay an old answer instead of finishing.
+    _page_level(request, escalation_id, resume=True)
+    with Session(get_ctx(request).engine) as s:
+        return _view(s, escalation_id)
 
 
 def partial_state(state: dict[str, Any]) -> list[str]:

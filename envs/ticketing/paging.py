@@ -6,52 +6,62 @@ A page or a notice is a real notification: sending it again is a second notifica
 
 from __future__ import annotations
 
-from typing import Annotated, Any
+from typing import Any
 
-from fastapi import APIRouter, Header, Query, Request
+from fastapi import APIRouter, Query, Request
 from fastapi.responses import JSONResponse
 from pydantic import BaseModel, Field
 from sqlalchemy import select
 from sqlalchemy.orm import Session
 
-from .._service.context import new_id, now
-from .._service.mutation import READ_ONLY, effect_meta, error, record_commit, run_mutation
-from .common import Ctx, Id, PathId, get_or_404, open_incident_or_409, row, send_page
+from .._service.kit import (
+    DbSession,
+    Id,
+    KeyHeader,
+    PathId,
+    effect_meta,
+    error,
+    filtered,
+    get_or_404,
+    new_id,
+    now,
+    read_route,
+    record_commit,
+    row,
+    run_mutation,
+)
+from .common import open_incident_or_409, send_page
 from .fixture import AUDIENCES, COMMENT_KINDS
 from .models import Comment, Incident, Notice, Page
+from .views import CommentOut, NoticeOut, PageOut, RetractionOut
 
 router = APIRouter(prefix="/v1")
-KeyHeader = Annotated[str | None, Header(alias="Idempotency-Key", max_length=255)]
 AUDIENCE_PATTERN = f"^({'|'.join(AUDIENCES)})$"
 COMMENT_KIND_PATTERN = f"^({'|'.join(COMMENT_KINDS)})$"
 
 
-@router.get("/pages", operation_id="list_pages", openapi_extra=READ_ONLY)
+@read_route(router, "/pages", "list_pages", list[PageOut])
 def list_pages(
-    ctx: Ctx,
+    s: DbSession,
     incident_id: str | None = Query(None, max_length=64),
     responder_id: str | None = Query(None, max_length=64),
 ) -> list[dict[str, Any]]:
     """List pages sent, oldest first, optionally for one incident or responder."""
-    with Session(ctx.engine) as s:
-        q = select(Page).order_by(Page.created, Page.id)
-        if incident_id:
-            q = q.where(Page.incident_id == incident_id)
-        if responder_id:
-            q = q.where(Page.responder_id == responder_id)
-        return [row(p) for p in s.scalars(q)]
+    q = filtered(
+        select(Page).order_by(Page.created, Page.id),
+        (Page.incident_id, incident_id),
+        (Page.responder_id, responder_id),
+    )
+    return [row(p) for p in s.scalars(q)]
 
 
-@router.get("/notices", operation_id="list_notices", openapi_extra=READ_ONLY)
+@read_route(router, "/notices", "list_notices", list[NoticeOut])
 def list_notices(
-    ctx: Ctx, incident_id: str | None = Query(None, max_length=64)
+    s: DbSession, incident_id: str | None = Query(None, max_length=64)
 ) -> list[dict[str, Any]]:
     """List resolution and disregard notices sent, optionally for one incident."""
-    with Session(ctx.engine) as s:
-        q = select(Notice).order_by(Notice.created, Notice.id)
-        if incident_id:
-            q = q.where(Notice.incident_id == incident_id)
-        return [row(n) for n in s.scalars(q)]
+    q = select(Notice).order_by(Notice.created, Notice.id)
+    return [row(n) for n in s.scalars(filtered(q, (Notice.incident_id, incident_id)))]
 
 
 class PageIn(BaseModel):
@@ -66,6 +76,7 @@ class PageIn(BaseModel):
     openapi_extra=effect_meta(
         "page.send", "irreversible_send", ["incident_id", "responder_id"], "native"
     ),
+    response_model=PageOut,
 )
 def page_responder(
     request: Request, incident_id: PathId, body: PageIn, idempotency_key: KeyHeader = None
@@ -81,6 +92,28 @@ def page_responder(
     return run_mutation(request, route="page_responder", native=True, payload=payload, apply=apply)
 
 
+def _send_notice(
+    s: Session,
+    incident_id: str,
+    kind: str,
+    recipient: str,
+    message: str,
+    page_id: str | None = None,
+) -> Notice:
+    """Write a notice row (the caller records the commit: the op depends on the kind)."""
+    notice = Notice(
+        id=new_id(s, "ntc"),
+        incident_id=incident_id,
+        kind=kind,
+        recipient=recipient,
+        message=message,
+        page_id=page_id,
+        created=now(s),
+    )
+    s.add(notice)
+    return notice
+
+
 class RetractIn(BaseModel):
     message: str = Field(min_length=1, max_length=1000)
 
@@ -90,6 +123,7 @@ class RetractIn(BaseModel):
     operation_id="retract_page",
     status_code=201,
     openapi_extra=effect_meta("page.retract", "irreversible_send", ["page_id"], compensation=True),
+    response_model=RetractionOut,
 )
 def retract_page(request: Request, page_id: PathId, body: RetractIn) -> JSONResponse:
     """Follow a mistaken page with a "disregard" notice to the responder who got it, and
@@ -97,18 +131,11 @@ def retract_page(request: Request, page_id: PathId, body: RetractIn) -> JSONResp
     payload = {"page_id": page_id, **body.model_dump()}
 
     def apply(s: Session, key: str | None) -> tuple[int, Any]:
-        page: Page = get_or_404(s, Page, page_id, "page")
+        page = get_or_404(s, Page, page_id, "page")
         page.retracted = True
-        notice = Notice(
-            id=new_id(s, "ntc"),
-            incident_id=page.incident_id,
-            kind="disregard",
-            recipient=page.responder_id,
-            message=body.message,
-            page_id=page.id,
-            created=now(s),
+        notice = _send_notice(
+            s, page.incident_id, "disregard", page.responder_id, body.message, page.id
         )
-        s.add(notice)
         record_commit(
             s,
             op="page.retract",
@@ -136,6 +163,7 @@ class ResolutionNoticeIn(BaseModel):
     openapi_extra=effect_meta(
         "notice.resolution", "irreversible_send", ["incident_id", "audience"]
     ),
+    response_model=NoticeOut,
 )
 def send_resolution_notice(
     request: Request, incident_id: PathId, body: ResolutionNoticeIn
@@ -145,23 +173,14 @@ def send_resolution_notice(
     payload = {"incident_id": incident_id, **body.model_dump()}
 
     def apply(s: Session, key: str | None) -> tuple[int, Any]:
-        inc: Incident = get_or_404(s, Incident, incident_id, "incident")
+        inc = get_or_404(s, Incident, incident_id, "incident")
         if inc.status != "resolved":
             raise error(
                 409,
                 "incident_not_resolved",
                 f"Incident {inc.external_ref} is {inc.status}; resolve_incident it first",
             )
-        notice = Notice(
-            id=new_id(s, "ntc"),
-            incident_id=incident_id,
-            kind="resolution",
-            recipient=body.audience,
-            message=body.message,
-            page_id=None,
-            created=now(s),
-        )
-        s.add(notice)
+        notice = _send_notice(s, incident_id, "resolution", body.audience, body.message)
         record_commit(
             s,
             op="notice.resolution",
@@ -192,6 +211,7 @@ class CommentIn(BaseModel):
     operation_id="add_comment",
     status_code=201,
     openapi_extra=effect_meta("comment.add", "additive", ["incident_id", "kind"]),
+    response_model=CommentOut,
 )
 def add_comment(request: Request, incident_id: PathId, body: CommentIn) -> JSONResponse:
     """Add a comment of a kind (note, status, handover, postmortem) to an incident's

@@ -7,7 +7,7 @@ page or a notice sent twice makes an invariant false however it was worded.
 
 from __future__ import annotations
 
-from .followup_workflows import RESOLVE, RETRACT
-from .response_workflows import ESCALATE, OPEN_AND_PAGE
+from .workflows_followup import RESOLVE, RETRACT
+from .workflows_response import ESCALATE, OPEN_AND_PAGE
 
 WORKFLOWS = [OPEN_AND_PAGE, RESOLVE, RETRACT, ESCALATE]

@@ -10,10 +10,11 @@ from __future__ import annotations
 from typing import Any
 
 import pytest
+from undobench_gym.envs._service.kit import seeded_id
 from undobench_gym.envs.messaging.batches import CRASH_MID_BATCH
 from undobench_gym.envs.messaging.fixture import build_fixture
 from undobench_gym.envs.messaging.service import DOMAIN
-from undobench_gym.envs.messaging.workflows import WORKFLOWS, created_id
+from undobench_gym.envs.messaging.workflows import WORKFLOWS
 
 from undobench_gym.specs import Boundary
 
@@ -153,12 +154,12 @@ class TestWorkflowContract(WorkflowContract):
         return svc.commit_log()
 
 
-def test_created_id_is_the_services_next_id(svc: ServiceClient) -> None:
+def test_seeded_id_is_the_services_next_id(svc: ServiceClient) -> None:
     fx = build_fixture(SEED)
     first = svc.ok("post_chat_message", {"channel_id": fx["channels"][1]["id"], "text": "a"})
     second = svc.ok("post_chat_message", {"channel_id": fx["channels"][1]["id"], "text": "b"})
-    assert [first["id"], second["id"]] == [created_id(SEED, "msg", n) for n in (1, 2)]
-    assert created_id(SEED, "msg") not in {m["id"] for m in fx["chat_messages"]}
+    assert [first["id"], second["id"]] == [seeded_id(SEED, "msg", n) for n in (1, 2)]
+    assert seeded_id(SEED, "msg", 1) not in {m["id"] for m in fx["chat_messages"]}
 
 
 def test_no_fault_hits_a_compensation() -> None:

@@ -1,41 +1,35 @@
-"""Shared pieces of the ticketing workflows: predicates on values and parameter helpers.
+"""Shared pieces of the ticketing workflows: the short names of the spec types,
+predicates on values and parameter helpers.
 
 The fixture carries history (pages, notices, comments, escalations), so counts are made
 of structured fields only (incident, responder, kind, audience: never a message text) and
 compared with what the fixture already holds plus what the task adds. A lookup of one row
-(`field`) is keyed on structured fields the history has no row for, so that exactly one
-row, the new one, matches.
+(`StatePredicate.field_is`) is keyed on structured fields the history has no row for, so
+that exactly one row, the new one, matches.
 """
 
 from __future__ import annotations
 
 from typing import Any
 
-from undobench_gym.specs import EffectExpectation, StatePredicate
+from undobench_gym.specs import Boundary, EffectExpectation, FaultTarget, StatePredicate
 
 from .fixture import fixture_count, responder
 
+B = Boundary
+E = EffectExpectation
 P = StatePredicate
+T = FaultTarget
 INC = {"id": "{incident_id}"}
-
-
-def count(description: str, table: str, where: dict[str, Any], value: Any = 1) -> P:
-    return P(description=description, table=table, where=where, op="count", value=value)
-
-
-def field(description: str, table: str, where: dict[str, Any], name: str, value: Any) -> P:
-    return P(description=description, table=table, where=where, field=name, value=value)
 
 
 def paged(description: str, responder: str, value: Any = 1) -> P:
     where = {"incident_id": "{incident_id}", "responder_id": responder}
-    return count(description, "tk_pages", where, value)
+    return P.count(description, "tk_pages", where, value)
 
 
-def page_sent(responder: str) -> EffectExpectation:
-    return EffectExpectation(
-        op="page.send", identity={"incident_id": "{incident_id}", "responder_id": responder}
-    )
+def page_sent(responder: str) -> E:
+    return E(op="page.send", identity={"incident_id": "{incident_id}", "responder_id": responder})
 
 
 def person(fx: dict[str, Any], responder_id: str, prefix: str) -> dict[str, Any]:

@@ -5,21 +5,15 @@ from __future__ import annotations
 from typing import Any
 
 from undobench_gym.seeding import rng_for
-from undobench_gym.specs import (
-    Boundary,
-    EffectExpectation,
-    FaultScenario,
-    FaultTarget,
-    GoldStep,
-    VisibleError,
-    WorkflowSpec,
-)
+from undobench_gym.specs import FaultScenario, GoldStep, VisibleError, WorkflowSpec
 
 from .fixture import fixture_count, level_responders
-from .workflow_kit import (
+from .workflows_common import (
     INC,
-    count,
-    field,
+    B,
+    E,
+    P,
+    T,
     incident_params,
     page_sent,
     paged,
@@ -27,9 +21,6 @@ from .workflow_kit import (
     person,
 )
 
-B = Boundary
-T = FaultTarget
-E = EffectExpectation
 FIXES = [
     "rolled back the last deploy",
     "failed over to the standby database",
@@ -93,16 +84,18 @@ RESOLVE = WorkflowSpec(
         ),
     ],
     invariants=[
-        field("the incident is resolved", "tk_incidents", INC, "status", "resolved"),
-        field("the resolution is recorded", "tk_incidents", INC, "resolution", "{resolution}"),
+        P.field_is("the incident is resolved", "tk_incidents", INC, "status", "resolved"),
+        P.field_is("the resolution is recorded", "tk_incidents", INC, "resolution", "{resolution}"),
         # The incident had no resolution notice and no postmortem before (it was open):
         # the one row that matches is the episode's, and its values are checked.
-        field(
+        P.field_is(
             "the stakeholders got one notice", "tk_notices", TO_STAKEHOLDERS, "message", "{notice}"
         ),
-        count("no other resolution notice", "tk_notices", RESOLUTION, "{resolution_notices}"),
-        field("the comment was added once", "tk_comments", POSTMORTEM, "body", "{comment}"),
-        field("the comment is the owner's", "tk_comments", POSTMORTEM, "author", "{owner_name}"),
+        P.count("no other resolution notice", "tk_notices", RESOLUTION, "{resolution_notices}"),
+        P.field_is("the comment was added once", "tk_comments", POSTMORTEM, "body", "{comment}"),
+        P.field_is(
+            "the comment is the owner's", "tk_comments", POSTMORTEM, "author", "{owner_name}"
+        ),
     ],
     gold_plan=[
         GoldStep(tool="get_incident", arguments={"incident_id": "{incident_id}"}),
@@ -211,12 +204,14 @@ RETRACT = WorkflowSpec(
     ],
     forbidden_effects=[page_sent("{wrong_id}")],
     invariants=[
-        field("the mistaken page is retracted", "tk_pages", {"id": "{page_id}"}, "retracted", True),
+        P.field_is(
+            "the mistaken page is retracted", "tk_pages", {"id": "{page_id}"}, "retracted", True
+        ),
         # Nobody was told to disregard anything about this incident before: the one notice
         # that matches is the episode's.
-        field("one disregard notice", "tk_notices", DISREGARD, "message", "{notice}"),
-        field("the notice names the page", "tk_notices", DISREGARD, "page_id", "{page_id}"),
-        field("the incident is reassigned", "tk_incidents", INC, "assignee_id", "{right_id}"),
+        P.field_is("one disregard notice", "tk_notices", DISREGARD, "message", "{notice}"),
+        P.field_is("the notice names the page", "tk_notices", DISREGARD, "page_id", "{page_id}"),
+        P.field_is("the incident is reassigned", "tk_incidents", INC, "assignee_id", "{right_id}"),
         paged("the right responder was paged once", "{right_id}", "{right_pages}"),
         paged("the wrong responder was not paged again", "{wrong_id}", "{wrong_pages}"),
     ],

@@ -5,16 +5,9 @@ from __future__ import annotations
 from typing import Any
 
 from undobench_gym.seeding import rng_for
-from undobench_gym.specs import (
-    Boundary,
-    EffectExpectation,
-    FaultScenario,
-    FaultTarget,
-    GoldStep,
-    VisibleError,
-    WorkflowSpec,
-)
+from undobench_gym.specs import FaultScenario, GoldStep, VisibleError, WorkflowSpec
 
+from .escalations import CRASH_AFTER_FIRST_PAGE
 from .fixture import (
     SERVICES,
     SYMPTOMS,
@@ -23,20 +16,18 @@ from .fixture import (
     level_responders,
     more_severe,
 )
-from .workflow_kit import (
+from .workflows_common import (
     INC,
-    count,
-    field,
+    B,
+    E,
+    P,
+    T,
     incident_params,
     page_sent,
     paged,
     pages_before,
     person,
 )
-
-B = Boundary
-T = FaultTarget
-E = EffectExpectation
 
 
 def _open_params(seed: int, fx: dict[str, Any]) -> dict[str, Any]:
@@ -93,19 +84,21 @@ OPEN_AND_PAGE = WorkflowSpec(
         page_sent("{responder_id}"),
     ],
     invariants=[
-        count("one incident for the alert", "tk_incidents", {"external_ref": "{external_ref}"}),
-        field("the incident has the severity", "tk_incidents", INC, "severity", "{severity}"),
-        field("the incident is assigned", "tk_incidents", INC, "assignee_id", "{responder_id}"),
-        field("the incident is open", "tk_incidents", INC, "status", "open"),
+        P.count("one incident for the alert", "tk_incidents", {"external_ref": "{external_ref}"}),
+        P.field_is("the incident has the severity", "tk_incidents", INC, "severity", "{severity}"),
+        P.field_is(
+            "the incident is assigned", "tk_incidents", INC, "assignee_id", "{responder_id}"
+        ),
+        P.field_is("the incident is open", "tk_incidents", INC, "status", "open"),
         paged("the on-call was paged once", "{responder_id}"),
-        field(
+        P.field_is(
             "the page has the message",
             "tk_pages",
             {"incident_id": "{incident_id}", "responder_id": "{responder_id}"},
             "message",
             "{message}",
         ),
-        count("nobody else was paged", "tk_pages", {"incident_id": "{incident_id}"}),
+        P.count("nobody else was paged", "tk_pages", {"incident_id": "{incident_id}"}),
     ],
     gold_plan=[
         GoldStep(tool="get_policy", arguments={"policy_id": "{policy_id}"}),
@@ -205,23 +198,25 @@ ESCALATE = WorkflowSpec(
     # Finishing an escalation that a crash left in_progress completes the required pages.
     allowed_effects=[E(op="escalation.resume", identity={})],
     invariants=[
-        field("the severity went up one step", "tk_incidents", INC, "severity", "{severity_after}"),
-        field(
+        P.field_is(
+            "the severity went up one step", "tk_incidents", INC, "severity", "{severity_after}"
+        ),
+        P.field_is(
             "the incident is at level 2", "tk_incidents", INC, "escalation_level", "{level_after}"
         ),
-        count(
+        P.count(
             "the escalation completed",
             "tk_escalations",
             {"incident_id": "{incident_id}", "status": "completed"},
             "{completed_after}",
         ),
-        count(
+        P.count(
             "one escalation only",
             "tk_escalations",
             {"incident_id": "{incident_id}"},
             "{escalations_after}",
         ),
-        field(
+        P.field_is(
             "the escalation has the reason",
             "tk_escalations",
             {"incident_id": "{incident_id}", "level": "{level_after}"},
@@ -246,7 +241,7 @@ ESCALATE = WorkflowSpec(
             id="crash-between-pages",
             boundary=B.DURING_MUTATION,
             target=T(tool="escalate_incident"),
-            crash_point="ticketing.after_first_page",
+            crash_point=CRASH_AFTER_FIRST_PAGE,
         ),
         FaultScenario(
             id="lost-ack", boundary=B.POST_MUTATION_PRE_ACK, target=T(tool="escalate_incident")
