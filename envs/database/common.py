@@ -1,29 +1,52 @@
-"""Helpers the database routes share: row views, lookups, balance changes, audit rows."""
+"""What the database routes share: balance changes, audit rows, the dividend view and the
+response models (the output schemas agents read in the API document)."""
 
 from __future__ import annotations
 
-from typing import Annotated, Any, cast
+from typing import Any, cast
 
-from fastapi import Depends, Path
-from pydantic import Field
-from sqlalchemy import CursorResult, update
+from pydantic import BaseModel, create_model
+from sqlalchemy import CursorResult, select, update
 from sqlalchemy.orm import Session
 
-from .._service.context import ServiceContext, get_ctx, now
-from .._service.db import row as row  # re-exported for the domain modules
-from .._service.mutation import error
-from .models import Account, Audit
+from .._service.kit import error, get_or_404, now, row, row_model
+from .models import Account, Audit, Dividend, DividendCredit, Migration, Order, Shareholding
 
-Ctx = Annotated[ServiceContext, Depends(get_ctx)]
-Id = Annotated[str, Field(min_length=1, max_length=64)]
-PathId = Annotated[str, Path(min_length=1, max_length=64)]
+TIER_PATTERN = "^(bronze|silver|gold|platinum)$"
+
+# Typed `Any`: mypy takes no run-time model as a type, and routes declare `list[OrderOut]`.
+AccountOut: Any = row_model(Account)
+ShareholdingOut: Any = row_model(Shareholding)
+#: An account with its shareholdings.
+AccountDetailOut: Any = row_model(
+    Account, "AccountDetailOut", shareholdings=(list[ShareholdingOut], ...)
+)
+OrderOut: Any = row_model(Order)
+CreditOut: Any = row_model(DividendCredit, "DividendCreditOut")
+#: A dividend with the credits paid so far.
+DividendOut: Any = row_model(Dividend, credits=(list[CreditOut], ...))
+MigrationOut: Any = row_model(Migration)
+AuditOut: Any = row_model(Audit)
+#: An adjustment: the account as it is now and the audit row that records the change.
+AdjustmentOut: Any = create_model("AdjustmentOut", account=(AccountOut, ...), audit=(AuditOut, ...))
 
 
-def get_or_404(s: Session, model: type[Any], ident: str, what: str) -> Any:
-    obj = s.get(model, ident)
-    if obj is None:
-        raise error(404, "resource_missing", f"No such {what}: {ident}")
-    return obj
+class SchemaTableOut(BaseModel):
+    """One ext_ table; `cataloged` is false for a half-applied migration."""
+
+    name: str
+    migration: str
+    columns: list[dict[str, str]]
+    cataloged: bool
+
+
+class SchemaOut(BaseModel):
+    tables: list[SchemaTableOut]
+
+
+def dividend_view(s: Session, d: Dividend) -> dict[str, Any]:
+    q = select(DividendCredit).where(DividendCredit.dividend_id == d.id)
+    return {**row(d), "credits": [row(c) for c in s.scalars(q.order_by(DividendCredit.id))]}
 
 
 def apply_delta(s: Session, account_id: str, delta: int) -> Account:

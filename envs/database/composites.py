@@ -15,28 +15,26 @@ from sqlalchemy import select
 from sqlalchemy.exc import IntegrityError, OperationalError
 from sqlalchemy.orm import Session
 
-from .._service.context import ServiceContext, get_ctx, maybe_crash, new_id, now
-from .._service.mutation import (
-    claim_key,
-    complete_key,
+from .._service.kit import (
+    PathId,
     effect_meta,
     error,
-    honoured_key,
+    get_ctx,
+    get_or_404,
+    maybe_crash,
+    new_id,
+    now,
     record_commit,
-    release_key,
+    row,
+    run_composite,
     run_mutation,
 )
 from . import schema
-from .common import PathId, apply_delta, audit, get_or_404, row
+from .common import DividendOut, MigrationOut, apply_delta, audit, dividend_view
 from .models import Dividend, DividendCredit, Migration, Shareholding
 
 router = APIRouter(prefix="/v1")
 MigrationName = Annotated[str, Path(pattern=schema.NAME_PATTERN)]
-
-
-def dividend_view(s: Session, d: Dividend) -> dict[str, Any]:
-    q = select(DividendCredit).where(DividendCredit.dividend_id == d.id)
-    return {**row(d), "credits": [row(c) for c in s.scalars(q.order_by(DividendCredit.id))]}
 
 
 # ---- dividends ---------------------------------------------------------------------
@@ -81,19 +79,20 @@ def _credit_holder(
     )
 
 
-def _pay_credits(request: Request, ctx: ServiceContext, dividend_id: str, resume: bool) -> None:
+def _pay_credits(request: Request, dividend_id: str, resume: bool) -> None:
     """Credit each holder still unpaid in its own transaction, as a batch ledger does.
 
     A resume that finds the dividend `processing` and finishes it records
     `dividend.resume`; a resume of a paid dividend changes nothing and records nothing."""
-    with Session(ctx.engine) as s:
+    engine = get_ctx(request).engine
+    with Session(engine) as s:
         d = get_or_404(s, Dividend, dividend_id, "dividend")
         holders, reference, share_class = list(d.holders), d.reference, d.share_class
     for i, h in enumerate(holders):
         if i == 1:
             maybe_crash(request, "dividend.after_first_credit")
         try:
-            with Session(ctx.engine) as s, s.begin():
+            with Session(engine) as s, s.begin():
                 done = s.scalar(
                     select(DividendCredit).where(
                         DividendCredit.dividend_id == dividend_id,
@@ -104,7 +103,7 @@ def _pay_credits(request: Request, ctx: ServiceContext, dividend_id: str, resume
                     _credit_holder(s, dividend_id, reference, share_class, h)
         except IntegrityError:
             continue  # a concurrent resume credited this holder first: nothing left to do
-    with Session(ctx.engine) as s, s.begin():
+    with Session(engine) as s, s.begin():
         d = get_or_404(s, Dividend, dividend_id, "dividend")
         if d.status == "paid":
             return
@@ -172,38 +171,35 @@ def _declare(s: Session, body: DividendIn, key: str | None) -> str:
         ["share_class", "amount_per_share", "reference"],
         "constraint",
     ),
+    response_model=DividendOut,
 )
 def pay_dividend(request: Request, body: DividendIn) -> JSONResponse:
     """Declare a dividend of `amount_per_share` cents on a share class and credit every
     holder's balance. Credits are paid one by one; a dividend left `processing` is finished
     with resume_dividend. The reference is unique: a repeat is refused with 409."""
-    ctx = get_ctx(request)
-    claim = claim_key(ctx, honoured_key(request, native=False), "pay_dividend", body.model_dump())
-    if isinstance(claim, JSONResponse):
-        return claim
-    try:
-        with Session(ctx.engine) as s, s.begin():
-            dividend_id = _declare(s, body, claim.key if claim else None)
-    except Exception:
-        release_key(ctx, claim)
-        raise
-    _pay_credits(request, ctx, dividend_id, resume=False)
-    with Session(ctx.engine) as s, s.begin():
-        view = dividend_view(s, get_or_404(s, Dividend, dividend_id, "dividend"))
-        complete_key(s, claim, 201, view)
-    return JSONResponse(status_code=201, content=view)
+    return run_composite(
+        request,
+        route="pay_dividend",
+        payload=body.model_dump(),
+        start=lambda s, key: _declare(s, body, key),
+        advance=lambda dividend_id: _pay_credits(request, dividend_id, resume=False),
+        view=lambda s, dividend_id: dividend_view(
+            s, get_or_404(s, Dividend, dividend_id, "dividend")
+        ),
+    )
 
 
 @router.post(
     "/dividends/{dividend_id}/resume",
     operation_id="resume_dividend",
     openapi_extra=effect_meta("dividend.resume", "set", ["dividend_id"]),
+    response_model=DividendOut,
 )
 def resume_dividend(request: Request, dividend_id: PathId) -> dict[str, Any]:
     """Pay the credits a `processing` dividend still owes; a paid one is left as it is."""
-    ctx = get_ctx(request)
-    _pay_credits(request, ctx, dividend_id, resume=True)
-    with Session(ctx.engine) as s:
+    # No Idempotency-Key claim (a resume is a `set`): not a composite for `run_composite`.
+    _pay_credits(request, dividend_id, resume=True)
+    with Session(get_ctx(request).engine) as s:
         return dividend_view(s, get_or_404(s, Dividend, dividend_id, "dividend"))
 
 
@@ -258,6 +254,36 @@ def _catalog(s: Session, name: str, columns: list[dict[str, str]], repaired: boo
     return m
 
 
+def _create_table(s: Session, name: str, columns: list[dict[str, str]], key: str | None) -> None:
+    """The DDL, with the commit row of the schema change it is: the first transaction."""
+    _check_unapplied(s, name)  # reads: they run before SQLite's transaction begins
+    try:
+        record_commit(
+            s,
+            op="migration.apply",
+            effect_class="create_unique",
+            identity={"name": name, "columns": columns},
+            args={"name": name, "columns": columns},
+            key=key,
+        )
+        s.flush()  # the INSERT opens the SQLite transaction the DDL then joins
+        schema.create_table(s, name, columns)
+    except OperationalError as exc:  # created concurrently since the check
+        raise error(
+            409, "partial_migration", f"Table {schema.table_for(name)} already exists"
+        ) from exc
+
+
+def _record_applied(s: Session, name: str, columns: list[dict[str, str]]) -> dict[str, Any]:
+    """The catalog row, in the last transaction (with the stored Idempotency-Key answer)."""
+    try:
+        m = _catalog(s, name, columns, repaired=False)
+        s.flush()
+    except IntegrityError as exc:  # a concurrent repair recorded it first
+        raise error(409, "resource_exists", f"Migration {name} is already applied") from exc
+    return row(m)
+
+
 #: The migration and the table it creates: a name applied with other columns is another
 #: schema change.
 MIGRATION_IDENTITY = ["name", "columns"]
@@ -268,55 +294,27 @@ MIGRATION_IDENTITY = ["name", "columns"]
     operation_id="apply_migration",
     status_code=201,
     openapi_extra=effect_meta("migration.apply", "create_unique", MIGRATION_IDENTITY, "constraint"),
+    response_model=MigrationOut,
 )
 def apply_migration(request: Request, body: MigrationIn) -> JSONResponse:
     """Create table ext_<name> with the given columns and record it in the migration
     catalog. The DDL and the catalog row are two transactions."""
-    ctx = get_ctx(request)
     columns = [c.model_dump() for c in body.columns]
-    key = honoured_key(request, native=False)
-    claim = claim_key(ctx, key, "apply_migration", body.model_dump())
-    if isinstance(claim, JSONResponse):
-        return claim
-    try:
-        with Session(ctx.engine) as s:
-            _check_unapplied(s, body.name)
-        try:
-            # The schema change is the effect: its commit row and the DDL land together.
-            with Session(ctx.engine) as s, s.begin():
-                record_commit(
-                    s,
-                    op="migration.apply",
-                    effect_class="create_unique",
-                    identity={"name": body.name, "columns": columns},
-                    args={"name": body.name, "columns": columns},
-                    key=claim.key if claim else None,
-                )
-                s.flush()  # the INSERT opens the SQLite transaction the DDL then joins
-                schema.create_table(s, body.name, columns)
-        except OperationalError as exc:  # created concurrently since the check
-            table = schema.table_for(body.name)
-            raise error(409, "partial_migration", f"Table {table} already exists") from exc
-    except Exception:
-        release_key(ctx, claim)
-        raise
-    maybe_crash(request, "migration.after_ddl")
-    try:
-        with Session(ctx.engine) as s, s.begin():
-            m = _catalog(s, body.name, columns, repaired=False)
-            s.flush()
-            view = row(m)
-            complete_key(s, claim, 201, view)
-    except IntegrityError as exc:  # a concurrent repair recorded it first
-        release_key(ctx, claim)
-        raise error(409, "resource_exists", f"Migration {body.name} is already applied") from exc
-    return JSONResponse(status_code=201, content=view)
+    return run_composite(
+        request,
+        route="apply_migration",
+        payload=body.model_dump(),
+        start=lambda s, key: _create_table(s, body.name, columns, key),
+        advance=lambda _: maybe_crash(request, "migration.after_ddl"),
+        view=lambda s, _: _record_applied(s, body.name, columns),
+    )
 
 
 @router.post(
     "/migrations/{name}/repair",
     operation_id="repair_migration",
     openapi_extra=effect_meta("migration.repair", "set", ["name"]),
+    response_model=MigrationOut,
 )
 def repair_migration(request: Request, name: MigrationName) -> JSONResponse:
     """Record the missing catalog row of a half-applied migration (its table exists, its

@@ -7,7 +7,7 @@ from typing import Any
 from sqlalchemy import JSON, ForeignKey, Integer, String, Table, UniqueConstraint
 from sqlalchemy.orm import Mapped, mapped_column
 
-from .._service.db import Base
+from .._service.kit import Base
 
 
 class Account(Base):

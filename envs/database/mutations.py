@@ -1,0 +1,176 @@
+"""Database single-transaction mutations: balance adjustments, tiers, orders.
+
+Each runs through `run_mutation`, which writes its commit-log row (and the audit row the
+business keeps) and its stored Idempotency-Key response in the mutation's own transaction.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from fastapi import APIRouter, Request
+from fastapi.responses import JSONResponse
+from pydantic import BaseModel, Field, field_validator
+from sqlalchemy import select
+from sqlalchemy.exc import IntegrityError
+from sqlalchemy.orm import Session
+
+from .._service.kit import (
+    Id,
+    PathId,
+    effect_meta,
+    error,
+    get_or_404,
+    new_id,
+    now,
+    record_commit,
+    row,
+    run_mutation,
+)
+from .common import TIER_PATTERN, AccountOut, AdjustmentOut, OrderOut, apply_delta, audit
+from .models import Account, Order
+
+router = APIRouter(prefix="/v1")
+MAX_DELTA = 10_000_000
+MAX_TOTAL = 100_000_000
+
+
+class AdjustmentIn(BaseModel):
+    delta: int = Field(strict=True, ge=-MAX_DELTA, le=MAX_DELTA)
+    memo: str = Field(min_length=1, max_length=200)
+
+    @field_validator("delta")
+    @classmethod
+    def _non_zero(cls, v: int) -> int:
+        if v == 0:
+            raise ValueError("delta must be non-zero")
+        return v
+
+
+@router.post(
+    "/accounts/{account_id}/adjustments",
+    operation_id="adjust_balance",
+    status_code=201,
+    openapi_extra=effect_meta("account.adjust", "additive", ["account_id", "delta"]),
+    response_model=AdjustmentOut,
+)
+def adjust_balance(request: Request, account_id: PathId, body: AdjustmentIn) -> JSONResponse:
+    """Add `delta` cents (negative to debit) to an account's balance. Not idempotent: every
+    call is a new adjustment. A debit that would overdraw the account is refused (402)."""
+    # Which account moves by how much: the memo is free text, and a re-sent adjustment
+    # with a reworded memo moves the balance twice all the same.
+    identity = {"account_id": account_id, "delta": body.delta}
+    args = {**identity, "memo": body.memo}
+
+    def apply(s: Session, key: str | None) -> tuple[int, Any]:
+        acct = apply_delta(s, account_id, body.delta)
+        entry = audit(
+            s,
+            "account.adjust",
+            account_id=account_id,
+            ref=body.memo,
+            amount=body.delta,
+            detail={"balance_after": acct.balance},
+        )
+        record_commit(
+            s,
+            op="account.adjust",
+            effect_class="additive",
+            identity=identity,
+            args=args,
+            key=key,
+        )
+        s.flush()
+        return 201, {"account": row(acct), "audit": row(entry)}
+
+    return run_mutation(request, route="adjust_balance", native=False, payload=args, apply=apply)
+
+
+class TierIn(BaseModel):
+    tier: str = Field(pattern=TIER_PATTERN)
+
+
+@router.put(
+    "/accounts/{account_id}/tier",
+    operation_id="set_account_tier",
+    openapi_extra=effect_meta("account.tier", "set", ["account_id", "tier"]),
+    response_model=AccountOut,
+)
+def set_account_tier(request: Request, account_id: PathId, body: TierIn) -> JSONResponse:
+    """Set an account's tier (bronze, silver, gold, platinum). Setting it again is harmless."""
+    identity = {"account_id": account_id, "tier": body.tier}
+
+    def apply(s: Session, key: str | None) -> tuple[int, Any]:
+        acct = get_or_404(s, Account, account_id, "account")
+        previous, acct.tier = acct.tier, body.tier
+        detail = {"from": previous, "to": body.tier}
+        audit(s, "account.tier", account_id=account_id, ref=body.tier, detail=detail)
+        record_commit(
+            s, op="account.tier", effect_class="set", identity=identity, args=identity, key=key
+        )
+        return 200, row(acct)
+
+    return run_mutation(
+        request, route="set_account_tier", native=False, payload=identity, apply=apply
+    )
+
+
+class OrderIn(BaseModel):
+    order_number: str = Field(min_length=1, max_length=32, pattern=r"^[A-Za-z0-9][A-Za-z0-9_-]*$")
+    account_id: Id
+    total: int = Field(strict=True, gt=0, le=MAX_TOTAL)
+
+
+#: The unique order number and what it records (whose order, for how much).
+ORDER_IDENTITY = ["order_number", "account_id", "total"]
+
+
+@router.post(
+    "/orders",
+    operation_id="create_order",
+    status_code=201,
+    openapi_extra=effect_meta("order.create", "create_unique", ORDER_IDENTITY, "constraint"),
+    response_model=OrderOut,
+)
+def create_order(request: Request, body: OrderIn) -> JSONResponse:
+    """Create an order; the order number is unique, so a repeat is refused with 409."""
+
+    def apply(s: Session, key: str | None) -> tuple[int, Any]:
+        found = s.scalar(select(Order).where(Order.order_number == body.order_number))
+        if found is not None:
+            raise error(
+                409,
+                "resource_exists",
+                f"Order {found.order_number} already exists ({found.id}, total {found.total}); "
+                "read it with get_order instead of creating it again",
+            )
+        get_or_404(s, Account, body.account_id, "account")
+        o = Order(
+            id=new_id(s, "ord"),
+            order_number=body.order_number,
+            account_id=body.account_id,
+            total=body.total,
+            status="open",
+            created=now(s),
+        )
+        s.add(o)
+        audit(
+            s, "order.create", account_id=body.account_id, ref=body.order_number, amount=body.total
+        )
+        record_commit(
+            s,
+            op="order.create",
+            effect_class="create_unique",
+            identity=body.model_dump(include=set(ORDER_IDENTITY)),
+            args=body.model_dump(),
+            key=key,
+        )
+        try:
+            s.flush()
+        except IntegrityError as exc:  # a concurrent create won the unique constraint
+            raise error(409, "resource_exists", f"Order {body.order_number} exists") from exc
+        return 201, row(o)
+
+    return run_mutation(
+        request, route="create_order", native=False, payload=body.model_dump(), apply=apply
+    )
