@@ -15,8 +15,7 @@ from fastapi.responses import JSONResponse
 from pydantic import BaseModel, Field
 from sqlalchemy.orm import Session
 
-from .._service.context import get_ctx
-from .._service.mutation import effect_meta, error, record_commit, run_mutation
+from .._service.kit import effect_meta, error, record_commit, run_mutation
 from .common import (
     CommitId,
     Message,
@@ -24,10 +23,9 @@ from .common import (
     RepoName,
     branch_or_404,
     clock,
-    commit_view,
     note_commit,
-    open_repo,
     resolve_or_404,
+    write_repo,
 )
 from .gitcli import GitError
 from .index import (
@@ -38,13 +36,10 @@ from .index import (
     stage_tree,
     three_way_tree,
 )
-from .repos import Repo, sync_mirror
+from .repos import sync_mirror
+from .views import commit_view
 
 router = APIRouter(prefix="/v1")
-
-
-def _repo(request: Request, repo: str) -> Repo:
-    return open_repo(get_ctx(request), repo)
 
 
 # ---- merges, cherry-picks, reverts -------------------------------------------------
@@ -67,7 +62,7 @@ class MergeIn(BaseModel):
 def merge_branch(request: Request, repo: RepoName, body: MergeIn) -> JSONResponse:
     """Merge one branch into another. A source already contained in the target changes
     nothing ("already_up_to_date"); conflicts are refused (409) with the paths."""
-    r = _repo(request, repo)
+    r = write_repo(request, repo)
     identity = {"repo": repo, "source": body.source, "target": body.target}
 
     def apply(s: Session, key: str | None) -> tuple[int, Any]:
@@ -139,7 +134,7 @@ class PickIn(BaseModel):
 
 
 def _apply_change(request: Request, repo: str, body: PickIn, *, revert: bool) -> JSONResponse:
-    r = _repo(request, repo)
+    r = write_repo(request, repo)
     op, kind = ("commit.revert", "revert") if revert else ("commit.cherry_pick", "cherry_pick")
 
     def apply(s: Session, key: str | None) -> tuple[int, Any]:

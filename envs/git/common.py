@@ -1,21 +1,25 @@
-"""What the git routes share: argument types and checks, repository lookup, views."""
+"""What the git routes share: argument types and checks, repository lookup, bookkeeping.
+
+The typed aliases are the domain's own, not the kit's `id_types`: a repository name has
+a description and no length bounds, a commit id a pattern only, and the OpenAPI
+parameters (the tool schemas) stay as they are.
+"""
 
 from __future__ import annotations
 
-from typing import Annotated, Any
+from pathlib import Path as FsPath
+from typing import Annotated
 
-from fastapi import Depends, Header, Path
+from fastapi import Path, Request
 from pydantic import AfterValidator, Field
 from sqlalchemy.orm import Session
 
-from .._service.context import ServiceContext, get_ctx, new_id, now
-from .._service.mutation import error
+from .._service.kit import error, get_ctx, new_id, now
+from .._service.kit import read_route as read_route  # one definition, in the kit
 from .gitcli import epoch_of, path_problem, ref_name_problem, rev_problem
 from .models import CommitRecord
-from .repos import ObjectReader, Repo, split_object
+from .repos import Repo, data_dir_of
 
-Ctx = Annotated[ServiceContext, Depends(get_ctx)]
-KeyHeader = Annotated[str | None, Header(alias="Idempotency-Key", max_length=255)]
 REPO_PATTERN = r"^[a-z0-9][a-z0-9-]{0,39}$"
 RepoName = Annotated[str, Path(pattern=REPO_PATTERN, description="repository name")]
 VERSION_PATTERN = r"^(0|[1-9][0-9]{0,3})\.(0|[1-9][0-9]{0,3})\.(0|[1-9][0-9]{0,3})$"
@@ -61,11 +65,22 @@ def check_query(kind: str, value: str) -> str:
     return value
 
 
-def open_repo(ctx: ServiceContext, name: str) -> Repo:
-    repo = Repo(ctx.data_dir, name)
+def open_repo(data_dir: FsPath, name: str) -> Repo:
+    repo = Repo(data_dir, name)
     if not repo.exists():
         raise error(404, "repository_not_found", f"No repository named {name}")
     return repo
+
+
+def read_repo(s: Session, name: str) -> Repo:
+    """The repository a read route names; the repositories lie next to the SQLite file
+    the route's session reads."""
+    return open_repo(data_dir_of(s), name)
+
+
+def write_repo(request: Request, name: str) -> Repo:
+    """The repository a mutating route names, in the service's data directory."""
+    return open_repo(get_ctx(request).data_dir, name)
 
 
 def resolve_or_404(repo: Repo, rev: str, what: str = "revision") -> str:
@@ -86,32 +101,6 @@ def clock(s: Session) -> tuple[str, int]:
     """The virtual clock: an ISO stamp and the same instant as Unix seconds for git."""
     stamp = now(s)
     return stamp, epoch_of(stamp.replace("Z", "+0000"))
-
-
-def commit_view(repo: Repo, sha: str) -> dict[str, Any]:
-    with ObjectReader(repo) as rd:
-        obj = rd.read(sha)
-    if obj is None or obj[0] != "commit":
-        raise error(404, "revision_not_found", f"No commit {sha} in {repo.name}")
-    headers, message = split_object(obj[1])
-    author = headers["author"][0]
-    name_email, _, when = author.rpartition(">")
-    stamp = int(when.split()[0])
-    return {
-        "sha": sha,
-        "tree": headers["tree"][0],
-        "parents": headers.get("parent", []),
-        "author": name_email + ">",
-        "date": _iso(stamp),
-        "subject": message.split("\n", 1)[0],
-        "message": message,
-    }
-
-
-def _iso(stamp: int) -> str:
-    from datetime import UTC, datetime
-
-    return datetime.fromtimestamp(stamp, UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
 
 
 def note_commit(

@@ -1,7 +1,8 @@
 """The seeded repositories: a pure function of the seed.
 
-`build_fixture(seed)` describes three small repositories commit by commit, with every
-object id computed in Python (`objects`), plus the rows the service's SQLite tables hold
+`build_fixture(seed)` describes three small repositories commit by commit (their names,
+people and file texts drawn from `fixture_pools`), with every object id computed in
+Python (`objects`), plus the rows the service's SQLite tables hold
 right after a reset: the mirror of refs and files, the commits the service itself wrote
 (`git_commits`) and the releases it cut (`git_releases`). `repos.seed_repositories`
 writes the same history to disk with `git fast-import`; the tests check both agree.
@@ -27,60 +28,13 @@ from typing import Any
 
 from undobench_gym.seeding import rng_for, stable_id
 
+from .fixture_pools import FEATURES, FIRST_NOTES, FIXES, PEOPLE, REPO_POOL, app_source, settings_ini
 from .gitcli import BOT_EMAIL, BOT_NAME
 from .objects import blob_id, commit_id, tag_id, tree_id
 
 #: 2026-01-01T00:00:00Z, the virtual clock's epoch: seeded history lies before it.
 EPOCH_TS = 1767225600
 BOT = (BOT_NAME, BOT_EMAIL)
-REPO_POOL = [
-    ("payments-api", "Payment processing API"),
-    ("web-storefront", "Customer-facing web shop"),
-    ("infra-config", "Shared infrastructure configuration"),
-    ("search-service", "Product search backend"),
-    ("auth-gateway", "Login and token gateway"),
-    ("mobile-backend", "Backend for the mobile apps"),
-]
-PEOPLE = [
-    ("Ada Lovelace", "ada@example.com"),
-    ("Grace Hopper", "grace@example.com"),
-    ("Linus Torvalds", "linus@example.com"),
-    ("Barbara Liskov", "barbara@example.com"),
-    ("Ken Thompson", "ken@example.com"),
-    ("Radia Perlman", "radia@example.com"),
-]
-FIXES = [
-    ("Fix off-by-one in pagination", "    page = request.page", "    page = max(request.page, 1)"),
-    (
-        "Fix timezone handling in reports",
-        "    stamp = request.time",
-        "    stamp = to_utc(request.time)",
-    ),
-    (
-        "Fix rounding of refund amounts",
-        "    amount = request.amount",
-        "    amount = round_cents(request.amount)",
-    ),
-    ("Fix thundering herd on upstream timeouts", "    backoff = 0", "    backoff = jitter(2)"),
-    (
-        "Fix crash on empty search query",
-        "    query = request.query",
-        "    query = request.query or ''",
-    ),
-]
-FEATURES = [
-    ("bulk-export", "Bulk export"),
-    ("saved-searches", "Saved searches"),
-    ("webhook-retries", "Webhook retries"),
-    ("audit-trail", "Audit trail"),
-    ("rate-cards", "Rate cards"),
-    ("gift-wrapping", "Gift wrapping"),
-]
-FIRST_NOTES = [
-    "- First release of {name}.",
-    "- First public release of {name}.",
-    "- First production release of {name}.",
-]
 DEBUG_SUBJECT = "Enable debug logging in production"
 CHANGELOG_HEADER = "# Changelog\n\n"
 REPOS_PER_SEED = 3
@@ -100,18 +54,6 @@ def notes_message(version: str) -> str:
 
 def iso(ts: int) -> str:
     return datetime.fromtimestamp(ts, UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
-
-
-def _app(description: str, line: str) -> str:
-    return (
-        f'"""{description}: request handler."""\n\n\n'
-        f"def handle(request):\n{line}\n    return respond(request)\n"
-    )
-
-
-def _settings(name: str, level: str, workers: int, timeout: int | None) -> str:
-    text = f"[service]\nname = {name}\nlog_level = {level}\nworkers = {workers}\n"
-    return text + (f"request_timeout = {timeout}\n" if timeout is not None else "")
 
 
 def _history(seed: int, index: int, name: str, description: str) -> dict[str, Any]:
@@ -137,8 +79,8 @@ def _history(seed: int, index: int, name: str, description: str) -> dict[str, An
                 "README.md": f"# {name}\n\n{description}.\n",
                 "VERSION": f"{version}-dev\n",
                 "CHANGELOG.md": CHANGELOG_HEADER,
-                "src/app.py": _app(description, old_line),
-                "config/settings.ini": _settings(name, "info", workers, None),
+                "src/app.py": app_source(description, old_line),
+                "config/settings.ini": settings_ini(name, "info", workers, None),
                 "config/rate_limit.conf": f"requests_per_minute = {rpm}\n",
             },
             0,
@@ -167,7 +109,7 @@ def _history(seed: int, index: int, name: str, description: str) -> dict[str, An
             "main",
             "d1",
             "Add request timeout setting\n",
-            {"config/settings.ini": _settings(name, "info", workers, timeout)},
+            {"config/settings.ini": settings_ini(name, "info", workers, timeout)},
             4,
         ),
         (
@@ -189,13 +131,20 @@ def _history(seed: int, index: int, name: str, description: str) -> dict[str, An
             },
             6,
         ),
-        ("c4", "main", "c3", f"{fix_subject}\n", {"src/app.py": _app(description, new_line)}, 7),
+        (
+            "c4",
+            "main",
+            "c3",
+            f"{fix_subject}\n",
+            {"src/app.py": app_source(description, new_line)},
+            7,
+        ),
         (
             "c5",
             "main",
             "c4",
             f"{DEBUG_SUBJECT}\n\nTemporary, to chase a latency spike.\n",
-            {"config/settings.ini": _settings(name, "debug", workers, timeout)},
+            {"config/settings.ini": settings_ini(name, "debug", workers, timeout)},
             8,
         ),
     ]

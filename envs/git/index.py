@@ -19,8 +19,7 @@ from pathlib import Path
 
 from fastapi import HTTPException, Request
 
-from .._service.context import maybe_crash
-from .._service.mutation import error
+from .._service.kit import error, maybe_crash
 from .gitcli import GitError
 from .repos import Repo, repos_root
 

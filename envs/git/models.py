@@ -11,8 +11,7 @@ from __future__ import annotations
 from sqlalchemy import JSON, Integer, String, Table, Text, UniqueConstraint
 from sqlalchemy.orm import Mapped, mapped_column
 
-from .._service.db import Base
-from .._service.db import row as row  # re-exported for the domain modules
+from .._service.kit import Base
 
 
 class Repository(Base):

@@ -16,12 +16,10 @@ from fastapi.responses import JSONResponse
 from pydantic import BaseModel, Field
 from sqlalchemy.orm import Session
 
-from .._service.context import get_ctx
-from .._service.mutation import effect_meta, error, record_commit, run_mutation
+from .._service.kit import KeyHeader, effect_meta, error, record_commit, run_mutation
 from .common import (
     CommitId,
     FilePath,
-    KeyHeader,
     Message,
     RefName,
     RepoName,
@@ -29,10 +27,9 @@ from .common import (
     branch_or_404,
     check_query,
     clock,
-    commit_view,
     note_commit,
-    open_repo,
     resolve_or_404,
+    write_repo,
 )
 from .gitcli import ZERO_OID, GitError
 from .index import (
@@ -41,14 +38,11 @@ from .index import (
     remove_stale_locks,
     stage_file,
 )
-from .repos import Repo, sync_mirror
+from .repos import sync_mirror
+from .views import commit_view
 
 router = APIRouter(prefix="/v1")
 MAX_CONTENT = 64_000
-
-
-def _repo(request: Request, repo: str) -> Repo:
-    return open_repo(get_ctx(request), repo)
 
 
 # ---- branches ----------------------------------------------------------------------
@@ -67,7 +61,7 @@ class BranchIn(BaseModel):
 )
 def create_branch(request: Request, repo: RepoName, body: BranchIn) -> JSONResponse:
     """Create a branch at a branch, tag or commit. A branch that exists is refused (409)."""
-    r = _repo(request, repo)
+    r = write_repo(request, repo)
 
     def apply(s: Session, key: str | None) -> tuple[int, Any]:
         start = resolve_or_404(r, body.from_ref)
@@ -106,7 +100,7 @@ def delete_branch(
     request: Request, repo: RepoName, name: str = Query(min_length=1, max_length=100)
 ) -> JSONResponse:
     """Delete a branch (not the default branch). Its commits stay reachable from tags."""
-    r = _repo(request, repo)
+    r = write_repo(request, repo)
     check_query("ref", name)
 
     def apply(s: Session, key: str | None) -> tuple[int, Any]:
@@ -158,7 +152,7 @@ def commit_file(
     """Commit a new version of one file to a branch. Every call makes a new commit, even
     when the content is unchanged. Accepts an Idempotency-Key header; `expected_head`
     makes the commit conditional on the branch tip."""
-    r = _repo(request, repo)
+    r = write_repo(request, repo)
     payload = {"repo": repo, **body.model_dump()}
 
     def apply(s: Session, key: str | None) -> tuple[int, Any]:
@@ -226,7 +220,7 @@ class TagIn(BaseModel):
 )
 def create_tag(request: Request, repo: RepoName, body: TagIn) -> JSONResponse:
     """Tag a commit (annotated when a message is given). A tag that exists is refused (409)."""
-    r = _repo(request, repo)
+    r = write_repo(request, repo)
 
     def apply(s: Session, key: str | None) -> tuple[int, Any]:
         _stamp, date = clock(s)
@@ -267,7 +261,7 @@ def create_tag(request: Request, repo: RepoName, body: TagIn) -> JSONResponse:
 def repair_repository(request: Request, repo: RepoName) -> JSONResponse:
     """Remove stale lock files (.git/index.lock, ref locks) an interrupted git process left
     behind, so git commands work again. Changes staged under a stale lock are discarded."""
-    r = _repo(request, repo)
+    r = write_repo(request, repo)
 
     def apply(s: Session, key: str | None) -> tuple[int, Any]:
         removed = remove_stale_locks(r)

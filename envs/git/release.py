@@ -14,6 +14,7 @@ release on from the step it reached; a lock left by a crash must first be remove
 
 from __future__ import annotations
 
+from dataclasses import dataclass
 from typing import Any
 
 from fastapi import APIRouter, HTTPException, Path, Request
@@ -22,15 +23,17 @@ from pydantic import BaseModel, Field
 from sqlalchemy import select
 from sqlalchemy.orm import Session
 
-from .._service.context import ServiceContext, get_ctx, maybe_crash, new_id, now
-from .._service.mutation import (
-    claim_key,
-    complete_key,
+from .._service.kit import (
+    ServiceContext,
     effect_meta,
     error,
-    honoured_key,
+    get_ctx,
+    maybe_crash,
+    new_id,
+    now,
     record_commit,
-    release_key,
+    row,
+    run_composite,
 )
 from .common import (
     VERSION_PATTERN,
@@ -38,15 +41,15 @@ from .common import (
     RepoName,
     branch_or_404,
     clock,
-    commit_view,
     note_commit,
-    open_repo,
+    write_repo,
 )
 from .fixture import bump_message, changelog_with, notes_message
 from .gitcli import ZERO_OID, GitError
 from .index import commit_on_branch, git_failure, probe_index, stage_file
-from .models import Release, row
+from .models import Release
 from .repos import Repo, sync_mirror
+from .views import ReleaseOut, commit_view
 
 router = APIRouter(prefix="/v1")
 CHANGELOG = "CHANGELOG.md"
@@ -194,10 +197,20 @@ def release_view(s: Session, rel_id: str) -> dict[str, Any]:
     return row(rel)
 
 
+@dataclass
+class _Cut:
+    """The composite's handle: the release it opened, and a refusal one of its steps met
+    (answered from the last transaction, so that the key is freed for a retry)."""
+
+    rel_id: str = ""
+    refused: HTTPException | None = None
+
+
 @router.post(
     "/repos/{repo}/releases",
     operation_id="cut_release",
     status_code=201,
+    response_model=ReleaseOut,
     openapi_extra=effect_meta("release.cut", "create_unique", ["repo", "version"], "constraint"),
 )
 def cut_release(request: Request, repo: RepoName, body: ReleaseIn) -> JSONResponse:
@@ -205,69 +218,77 @@ def cut_release(request: Request, repo: RepoName, body: ReleaseIn) -> JSONRespon
     it, tag the bump commit vX.Y.Z, then commit the notes to CHANGELOG.md on the branch.
     A version released (or started) before is refused (409); a release that stopped
     part-way is finished with resume_release."""
-    ctx = get_ctx(request)
-    r = open_repo(ctx, repo)
-    payload = {"repo": repo, **body.model_dump()}
+    r = write_repo(request, repo)
     branch, tag = f"release/{body.version}", f"v{body.version}"
+    cut = _Cut()
+
+    def start(s: Session, key: str | None) -> _Cut:
+        q = select(Release).where(Release.repo == repo, Release.version == body.version)
+        if (found := s.scalar(q)) is not None:
+            raise error(
+                409,
+                "release_exists",
+                f"Release {body.version} of {repo} already exists ({found.status}); "
+                "resume_release finishes a release that stopped part-way",
+            )
+        for ref in (f"refs/heads/{branch}", f"refs/tags/{tag}"):
+            if r.ref_exists(ref):
+                raise error(409, "release_exists", f"{ref} already exists in {repo}")
+        probe_index(r)
+        stamp = now(s)
+        rel = Release(
+            id=new_id(s, "rel"),
+            repo=repo,
+            version=body.version,
+            branch=branch,
+            tag=tag,
+            status="started",
+            base_sha=branch_or_404(r, r.head_branch()),
+            notes=body.notes,
+            created=stamp,
+            updated=stamp,
+        )
+        s.add(rel)
+        identity = {"repo": repo, "version": body.version}
+        record_commit(
+            s,
+            op="release.cut",
+            effect_class="create_unique",
+            identity=identity,
+            args={**identity, "notes": body.notes},
+            key=key,
+        )
+        cut.rel_id = rel.id
+        return cut
+
+    def steps(c: _Cut) -> None:
+        try:
+            advance(request, r, c.rel_id)
+        except HTTPException as exc:
+            c.refused = exc
+
+    def view(s: Session, c: _Cut) -> dict[str, Any]:
+        if c.refused is not None:
+            raise c.refused
+        return release_view(s, c.rel_id)
+
+    payload = {"repo": repo, **body.model_dump()}
     with r.mutex():
-        claim = claim_key(ctx, honoured_key(request, native=False), "cut_release", payload)
-        if isinstance(claim, JSONResponse):
-            return claim
-        try:
-            with Session(ctx.engine) as s, s.begin():
-                q = select(Release).where(Release.repo == repo, Release.version == body.version)
-                if (found := s.scalar(q)) is not None:
-                    raise error(
-                        409,
-                        "release_exists",
-                        f"Release {body.version} of {repo} already exists ({found.status}); "
-                        "resume_release finishes a release that stopped part-way",
-                    )
-                for ref in (f"refs/heads/{branch}", f"refs/tags/{tag}"):
-                    if r.ref_exists(ref):
-                        raise error(409, "release_exists", f"{ref} already exists in {repo}")
-                probe_index(r)
-                stamp = now(s)
-                rel = Release(
-                    id=new_id(s, "rel"),
-                    repo=repo,
-                    version=body.version,
-                    branch=branch,
-                    tag=tag,
-                    status="started",
-                    base_sha=branch_or_404(r, r.head_branch()),
-                    notes=body.notes,
-                    created=stamp,
-                    updated=stamp,
-                )
-                s.add(rel)
-                identity = {"repo": repo, "version": body.version}
-                record_commit(
-                    s,
-                    op="release.cut",
-                    effect_class="create_unique",
-                    identity=identity,
-                    args={**identity, "notes": body.notes},
-                    key=claim.key if claim else None,
-                )
-                rel_id = rel.id
-        except Exception:
-            release_key(ctx, claim)
-            raise
-        try:
-            advance(request, r, rel_id)
-        except HTTPException:
-            release_key(ctx, claim)
-            raise
-        with Session(ctx.engine) as s, s.begin():
-            view = release_view(s, rel_id)
-            complete_key(s, claim, 201, view)
-    return JSONResponse(status_code=201, content=view)
+        return run_composite(
+            request,
+            route="cut_release",
+            payload=payload,
+            start=start,
+            advance=steps,
+            view=view,
+            status=201,
+        )
 
 
 @router.post(
     "/repos/{repo}/releases/{version}/resume",
     operation_id="resume_release",
+    response_model=ReleaseOut,
     openapi_extra=effect_meta("release.resume", "set", ["repo", "version"]),
 )
 def resume_release(
@@ -277,8 +298,10 @@ def resume_release(
 ) -> dict[str, Any]:
     """Carry a release that stopped part-way on from the step it reached; a complete
     release is returned as it is (and nothing is recorded)."""
+    # Not a `run_composite`: this route has never honoured an Idempotency-Key (in no
+    # idempotency mode), and a resume of a complete release writes nothing at all.
     ctx = get_ctx(request)
-    r = open_repo(ctx, repo)
+    r = write_repo(request, repo)
     with r.mutex():
         with Session(ctx.engine) as s:
             q = select(Release).where(Release.repo == repo, Release.version == version)

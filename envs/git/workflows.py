@@ -9,7 +9,7 @@ git-merge-feature      test  multi_effect   changelog commit, merge commit, tag
 
 from __future__ import annotations
 
-from .flows_commits import BACKPORT, CONFIG, REVERT
-from .flows_release import MERGE, RELEASE
+from .workflows_commits import BACKPORT, CONFIG, REVERT
+from .workflows_release import MERGE, RELEASE
 
 WORKFLOWS = [CONFIG, BACKPORT, REVERT, RELEASE, MERGE]

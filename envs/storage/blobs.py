@@ -19,7 +19,7 @@ from pathlib import Path
 from sqlalchemy import select
 from sqlalchemy.orm import Session
 
-from .._service.mutation import error
+from .._service.kit import error
 from .models import ObjectVersion, Part
 
 OBJECTS_DIR = "objects"

@@ -1,21 +1,22 @@
-"""What the storage routes share: typed inputs, lookups, views and the versioning rules."""
+"""What the storage routes share: typed inputs, lookups and the versioning rules."""
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from pathlib import Path as FsPath
 from typing import Annotated, Any
 
-from fastapi import Depends, Path, Query, Request
+from fastapi import Path, Query, Request
+from fastapi.responses import JSONResponse
 from pydantic import AfterValidator, BaseModel, ConfigDict, Field
 from sqlalchemy import select
 from sqlalchemy.orm import Session
 
-from .._service.context import ServiceContext, get_ctx, new_id, now
-from .._service.mutation import error
+from .._service.kit import error, get_ctx, id_types, new_id, now, run_mutation
+from .._service.kit import read_route as read_route  # one definition, in the kit
 from . import blobs
 from .models import Bucket, ObjectVersion, Upload
 
-Ctx = Annotated[ServiceContext, Depends(get_ctx)]
 BucketName = Annotated[
     str, Field(min_length=3, max_length=63), AfterValidator(blobs.validate_bucket_name)
 ]
@@ -31,12 +32,13 @@ QueryKey = Annotated[
     AfterValidator(blobs.validate_key),
 ]
 Prefix = Annotated[str | None, Query(max_length=1024, description="only keys with this prefix")]
-VersionId = Annotated[str, Field(min_length=1, max_length=32, pattern=r"^[A-Za-z0-9_]+$")]
+ID_PATTERN = r"^[A-Za-z0-9_]+$"
+#: A version id in a body, an upload id in a path.
+VersionId, UploadId = id_types(ID_PATTERN, max_length=32)
 QueryVersion = Annotated[
     str | None,
-    Query(min_length=1, max_length=32, pattern=r"^[A-Za-z0-9_]+$", description="a version id"),
+    Query(min_length=1, max_length=32, pattern=ID_PATTERN, description="a version id"),
 ]
-UploadId = Annotated[str, Path(min_length=1, max_length=32, pattern=r"^[A-Za-z0-9_]+$")]
 Body = Annotated[str, Field(max_length=blobs.MAX_BODY_BYTES), AfterValidator(blobs.validate_body)]
 ContentType = Annotated[
     str, Field(max_length=128, pattern=r"^[a-z]+/[A-Za-z0-9.+-]+(; ?charset=[A-Za-z0-9-]+)?$")
@@ -58,18 +60,22 @@ def collect(request: Request, dropped: set[str]) -> None:
             blobs.collect_garbage(ctx.data_dir, s, dropped)
 
 
-def version_view(v: ObjectVersion) -> dict[str, Any]:
-    return {
-        "bucket": v.bucket,
-        "key": v.key,
-        "version_id": v.version_id,
-        "is_latest": v.is_latest,
-        "delete_marker": v.delete_marker,
-        "etag": v.etag,
-        "size": v.size,
-        "content_type": v.content_type,
-        "last_modified": v.last_modified,
-    }
+#: `apply` of a mutation that may drop bodies: it adds their hashes to the set it is given.
+DroppingApply = Callable[[Session, str | None, set[str]], tuple[int, Any]]
+
+
+def run_collecting(
+    request: Request, *, route: str, native: bool, payload: dict[str, Any], apply: DroppingApply
+) -> JSONResponse:
+    """`run_mutation`, then `collect` the bodies the committed mutation dropped."""
+    dropped: set[str] = set()
+
+    def applied(s: Session, idem: str | None) -> tuple[int, Any]:
+        return apply(s, idem, dropped)
+
+    res = run_mutation(request, route=route, native=native, payload=payload, apply=applied)
+    collect(request, dropped)
+    return res
 
 
 def bucket_or_404(s: Session, name: str) -> Bucket:
@@ -168,6 +174,23 @@ def write_version(
     s.add(v)
     s.flush()
     return v, dropped
+
+
+def copy_version(
+    s: Session, data_dir: FsPath, bucket: Bucket, key: str, src: ObjectVersion
+) -> tuple[ObjectVersion, set[str]]:
+    """Make a copy of version `src` the current version of `key` in `bucket` (a copy
+    shares the body on disk); returns the row and the blobs it dropped."""
+    data = blobs.utf8(read_body(data_dir, src))
+    return write_version(
+        s,
+        bucket,
+        key,
+        etag=blobs.md5_hex(data),
+        size=len(data),
+        blob=src.blob,
+        content_type=src.content_type,
+    )
 
 
 def remove_version(s: Session, v: ObjectVersion) -> set[str]:

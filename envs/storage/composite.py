@@ -8,28 +8,26 @@ abort_multipart_upload settles.
 
 Each step writes the commit-log row of the single route it stands for (multipart.create,
 multipart.part, multipart.complete), so the composite and the step-by-step routes have
-the same effects; the composite declares the effect it exists for, the completion.
+the same effects; the composite declares the effect it exists for, the completion. The
+completion commits together with the answer stored under the Idempotency-Key (the
+`view` of `run_composite`).
 """
 
 from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any
 
 from fastapi import APIRouter, Request
 from fastapi.responses import JSONResponse
 from pydantic import Field
 from sqlalchemy.orm import Session
 
-from .._service.context import get_ctx, maybe_crash
-from .._service.mutation import (
-    claim_key,
-    complete_key,
-    effect_meta,
-    error,
-    honoured_key,
-    release_key,
-)
+from .._service.kit import effect_meta, error, get_ctx, maybe_crash, run_composite
 from . import blobs
-from .common import Body, ContentType, Key, PathBucket, Strict, collect, upload_or_404, version_view
+from .common import Body, ContentType, Key, PathBucket, Strict, collect, upload_or_404
 from .multipart import finish_upload, open_upload, store_part
+from .views import CompletedOut, version_view
 
 router = APIRouter(prefix="/v1")
 CRASH_AFTER_PARTS = "storage.after_parts_uploaded"
@@ -41,9 +39,20 @@ class MultipartObjectIn(Strict):
     content_type: ContentType = "text/plain"
 
 
+@dataclass
+class _Upload:
+    """The composite's handle: the upload it opened, the parts stored so far, and the
+    bodies its steps dropped (removed once the last step has committed)."""
+
+    upload_id: str = ""
+    refs: list[tuple[int, str]] = field(default_factory=list)
+    dropped: set[str] = field(default_factory=set)
+
+
 @router.post(
     "/buckets/{bucket}/multipart-objects",
     operation_id="upload_object_multipart",
+    response_model=CompletedOut,
     openapi_extra=effect_meta("multipart.complete", "set", ["bucket", "key", "etag"]),
 )
 def upload_object_multipart(
@@ -59,32 +68,36 @@ def upload_object_multipart(
     ctx = get_ctx(request)
     if sum(len(blobs.utf8(p)) for p in body.parts) > blobs.MAX_OBJECT_BYTES:
         raise error(400, "EntityTooLarge", "A completed object is at most 1 MiB")
-    payload = {"bucket": bucket, **body.model_dump()}
-    claim = claim_key(ctx, honoured_key(request, native=False), "upload_object_multipart", payload)
-    if isinstance(claim, JSONResponse):
-        return claim
-    try:
-        with Session(ctx.engine) as s, s.begin():
-            upload_id = open_upload(
-                s, bucket, body.key, body.content_type, claim.key if claim else None
-            ).upload_id
-    except Exception:
-        release_key(ctx, claim)
-        raise
-    refs: list[tuple[int, str]] = []
-    dropped: set[str] = set()
-    for number, text in enumerate(body.parts, start=1):
-        with Session(ctx.engine) as s, s.begin():
-            u = upload_or_404(s, bucket, upload_id)
-            view, gone = store_part(s, ctx.data_dir, u, number, text, None)
-            refs.append((number, view["etag"]))
-            dropped |= gone
-    maybe_crash(request, CRASH_AFTER_PARTS)
-    with Session(ctx.engine) as s, s.begin():
-        u = upload_or_404(s, bucket, upload_id)
-        v, gone = finish_upload(s, ctx.data_dir, u, refs, None)
-        dropped |= gone
-        result = {**version_view(v), "upload_id": upload_id, "parts": len(refs)}
-        complete_key(s, claim, 200, result)
-    collect(request, dropped)
-    return JSONResponse(status_code=200, content=result)
+    upload = _Upload()
+
+    def start(s: Session, idem: str | None) -> _Upload:
+        upload.upload_id = open_upload(s, bucket, body.key, body.content_type, idem).upload_id
+        return upload
+
+    def store_parts(h: _Upload) -> None:
+        for number, text in enumerate(body.parts, start=1):
+            with Session(ctx.engine) as s, s.begin():
+                u = upload_or_404(s, bucket, h.upload_id)
+                view, gone = store_part(s, ctx.data_dir, u, number, text, None)
+                h.refs.append((number, view["etag"]))
+                h.dropped |= gone
+        maybe_crash(request, CRASH_AFTER_PARTS)
+
+    def complete(s: Session, h: _Upload) -> dict[str, Any]:
+        """The last step, in the transaction that stores the answer with the key."""
+        u = upload_or_404(s, bucket, h.upload_id)
+        v, gone = finish_upload(s, ctx.data_dir, u, h.refs, None)
+        h.dropped |= gone
+        return {**version_view(v), "upload_id": h.upload_id, "parts": len(h.refs)}
+
+    res = run_composite(
+        request,
+        route="upload_object_multipart",
+        payload={"bucket": bucket, **body.model_dump()},
+        start=start,
+        advance=store_parts,
+        view=complete,
+        status=200,
+    )
+    collect(request, upload.dropped)
+    return res

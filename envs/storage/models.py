@@ -10,7 +10,7 @@ from __future__ import annotations
 from sqlalchemy import ForeignKey, Integer, String, Table, UniqueConstraint
 from sqlalchemy.orm import Mapped, mapped_column
 
-from .._service.db import Base
+from .._service.kit import Base
 
 
 class Bucket(Base):

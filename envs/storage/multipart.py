@@ -18,17 +18,20 @@ from __future__ import annotations
 from pathlib import Path as FsPath
 from typing import Annotated, Any
 
-from fastapi import APIRouter, Header, Path, Request
+from fastapi import APIRouter, Path, Request
 from fastapi.responses import JSONResponse
 from pydantic import Field
-from sqlalchemy import func, select
+from sqlalchemy import select
 from sqlalchemy.orm import Session
 
-from .._service.context import get_ctx, new_id, now
-from .._service.mutation import (
-    READ_ONLY,
+from .._service.kit import (
+    DbSession,
+    KeyHeader,
     effect_meta,
     error,
+    get_ctx,
+    new_id,
+    now,
     record_commit,
     run_mutation,
 )
@@ -36,40 +39,28 @@ from . import blobs
 from .common import (
     Body,
     ContentType,
-    Ctx,
     Key,
     PathBucket,
     Prefix,
     Strict,
     UploadId,
     bucket_or_404,
-    collect,
+    read_route,
+    run_collecting,
     upload_or_404,
-    version_view,
     write_version,
 )
 from .models import ObjectVersion, Part, Upload
+from .views import (
+    PartListOut,
+    UploadListOut,
+    upload_view,
+    version_view,
+)
 
 router = APIRouter(prefix="/v1")
-KeyHeader = Annotated[str | None, Header(alias="Idempotency-Key", max_length=255)]
 MAX_PARTS = 100
 PartNumber = Annotated[int, Path(ge=1, le=MAX_PARTS)]
-
-
-def _part_count(s: Session, upload_id: str) -> int:
-    q = select(func.count()).select_from(Part).where(Part.upload_id == upload_id)
-    return int(s.scalar(q) or 0)
-
-
-def upload_view(s: Session, u: Upload) -> dict[str, Any]:
-    return {
-        "upload_id": u.upload_id,
-        "bucket": u.bucket,
-        "key": u.key,
-        "content_type": u.content_type,
-        "initiated": u.initiated,
-        "parts": _part_count(s, u.upload_id),
-    }
 
 
 # ---- steps shared by the single routes and the composite ---------------------------
@@ -171,37 +162,31 @@ def finish_upload(
 # ---- read-only routes --------------------------------------------------------------
 
 
-@router.get(
-    "/buckets/{bucket}/uploads", operation_id="list_multipart_uploads", openapi_extra=READ_ONLY
-)
-def list_multipart_uploads(ctx: Ctx, bucket: PathBucket, prefix: Prefix = None) -> dict[str, Any]:
+@read_route(router, "/buckets/{bucket}/uploads", "list_multipart_uploads", UploadListOut)
+def list_multipart_uploads(
+    s: DbSession, bucket: PathBucket, prefix: Prefix = None
+) -> dict[str, Any]:
     """List the multipart uploads of a bucket that are still open (created, neither
     completed nor aborted), optionally for keys with a prefix, with their part counts."""
-    with Session(ctx.engine) as s:
-        bucket_or_404(s, bucket)
-        q = select(Upload).where(Upload.bucket == bucket)
-        if prefix:
-            q = q.where(Upload.key.startswith(prefix, autoescape=True))
-        uploads = [upload_view(s, u) for u in s.scalars(q.order_by(Upload.initiated, Upload.key))]
-        return {"bucket": bucket, "uploads": uploads}
+    bucket_or_404(s, bucket)
+    q = select(Upload).where(Upload.bucket == bucket)
+    if prefix:
+        q = q.where(Upload.key.startswith(prefix, autoescape=True))
+    uploads = [upload_view(s, u) for u in s.scalars(q.order_by(Upload.initiated, Upload.key))]
+    return {"bucket": bucket, "uploads": uploads}
 
 
-@router.get(
-    "/buckets/{bucket}/uploads/{upload_id}/parts",
-    operation_id="list_parts",
-    openapi_extra=READ_ONLY,
-)
-def list_parts(ctx: Ctx, bucket: PathBucket, upload_id: UploadId) -> dict[str, Any]:
+@read_route(router, "/buckets/{bucket}/uploads/{upload_id}/parts", "list_parts", PartListOut)
+def list_parts(s: DbSession, bucket: PathBucket, upload_id: UploadId) -> dict[str, Any]:
     """List the parts uploaded so far to an open multipart upload, with their ETags (what
     complete_multipart_upload needs)."""
-    with Session(ctx.engine) as s:
-        u = upload_or_404(s, bucket, upload_id)
-        q = select(Part).where(Part.upload_id == upload_id).order_by(Part.part_number)
-        parts = [
-            {"part_number": p.part_number, "etag": p.etag, "size": p.size, "uploaded": p.uploaded}
-            for p in s.scalars(q)
-        ]
-        return {**upload_view(s, u), "parts": parts}
+    u = upload_or_404(s, bucket, upload_id)
+    q = select(Part).where(Part.upload_id == upload_id).order_by(Part.part_number)
+    parts = [
+        {"part_number": p.part_number, "etag": p.etag, "size": p.size, "uploaded": p.uploaded}
+        for p in s.scalars(q)
+    ]
+    return {**upload_view(s, u), "parts": parts}
 
 
 # ---- mutating routes ---------------------------------------------------------------
@@ -251,9 +236,8 @@ def upload_part(
     """Upload part `part_number` (1-100, body up to 64 KiB) of an open multipart upload;
     returns the part's ETag. Uploading the same part number again replaces it (a set)."""
     ctx = get_ctx(request)
-    dropped: set[str] = set()
 
-    def apply(s: Session, idem: str | None) -> tuple[int, Any]:
+    def apply(s: Session, idem: str | None, dropped: set[str]) -> tuple[int, Any]:
         u = upload_or_404(s, bucket, upload_id)
         view, gone = store_part(s, ctx.data_dir, u, part_number, body.body, idem)
         dropped.update(gone)
@@ -261,9 +245,7 @@ def upload_part(
 
     payload = {"bucket": bucket, "upload_id": upload_id, "part_number": part_number}
     payload["body"] = body.body
-    res = run_mutation(request, route="upload_part", native=False, payload=payload, apply=apply)
-    collect(request, dropped)
-    return res
+    return run_collecting(request, route="upload_part", native=False, payload=payload, apply=apply)
 
 
 class PartRef(Strict):
@@ -293,9 +275,8 @@ def complete_multipart_upload(
     completing it again is refused with 404 NoSuchUpload; head_object shows the result.
     Accepts an Idempotency-Key header: a retry with the same key replays the response."""
     ctx = get_ctx(request)
-    dropped: set[str] = set()
 
-    def apply(s: Session, idem: str | None) -> tuple[int, Any]:
+    def apply(s: Session, idem: str | None, dropped: set[str]) -> tuple[int, Any]:
         u = upload_or_404(s, bucket, upload_id)
         refs = [(p.part_number, p.etag) for p in body.parts]
         v, gone = finish_upload(s, ctx.data_dir, u, refs, idem)
@@ -303,11 +284,9 @@ def complete_multipart_upload(
         return 200, {**version_view(v), "upload_id": upload_id, "parts": len(refs)}
 
     payload = {"bucket": bucket, "upload_id": upload_id, **body.model_dump()}
-    res = run_mutation(
+    return run_collecting(
         request, route="complete_multipart_upload", native=True, payload=payload, apply=apply
     )
-    collect(request, dropped)
-    return res
 
 
 @router.delete(
@@ -320,9 +299,8 @@ def abort_multipart_upload(
 ) -> JSONResponse:
     """Abort an open multipart upload: its parts are deleted and no object is written. An
     upload already completed or aborted is gone (404 NoSuchUpload)."""
-    dropped: set[str] = set()
 
-    def apply(s: Session, idem: str | None) -> tuple[int, Any]:
+    def apply(s: Session, idem: str | None, dropped: set[str]) -> tuple[int, Any]:
         u = upload_or_404(s, bucket, upload_id)
         parts = list(s.scalars(select(Part).where(Part.upload_id == upload_id)))
         dropped.update(p.blob for p in parts)
@@ -338,8 +316,6 @@ def abort_multipart_upload(
         return 200, {**args, "aborted": True}
 
     payload = {"bucket": bucket, "upload_id": upload_id}
-    res = run_mutation(
+    return run_collecting(
         request, route="abort_multipart_upload", native=False, payload=payload, apply=apply
     )
-    collect(request, dropped)
-    return res

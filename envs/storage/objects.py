@@ -1,24 +1,23 @@
 """Object mutations: put (with preconditions), delete, copy, restore a version, append.
 
-Each is one SQLite transaction (through `run_mutation`) that writes the version row and
-its commit-log row together. A new body is written to disk inside that transaction,
-before it commits: if the process dies in between, the body file exists with no row
-naming it, which nothing can observe (bodies are content-addressed) and reset wipes.
-Bodies no version refers to any more are removed right after the commit.
+Each is one SQLite transaction (`run_collecting`, over `run_mutation`) that writes the
+version row and its commit-log row together. A new body is written to disk inside that
+transaction, before it commits: if the process dies in between, the body file exists with
+no row naming it, which nothing can observe (bodies are content-addressed) and reset
+wipes. Bodies no version refers to any more are removed right after the commit.
 """
 
 from __future__ import annotations
 
-from typing import Annotated, Any, Literal
+from typing import Any, Literal
 
-from fastapi import APIRouter, Header, Request
+from fastapi import APIRouter, Request
 from fastapi.responses import JSONResponse
 from pydantic import Field
 from sqlalchemy import select
 from sqlalchemy.orm import Session
 
-from .._service.context import get_ctx
-from .._service.mutation import effect_meta, error, record_commit, run_mutation
+from .._service.kit import KeyHeader, effect_meta, error, get_ctx, record_commit
 from . import blobs
 from .common import (
     Body,
@@ -31,18 +30,18 @@ from .common import (
     Strict,
     VersionId,
     bucket_or_404,
-    collect,
+    copy_version,
     find_version,
     latest,
     read_body,
     remove_version,
-    version_view,
+    run_collecting,
     write_version,
 )
 from .models import ObjectVersion
+from .views import version_view
 
 router = APIRouter(prefix="/v1")
-KeyHeader = Annotated[str | None, Header(alias="Idempotency-Key", max_length=255)]
 ETAG_PATTERN = r"^[0-9a-f]{32}(-[0-9]{1,5})?$"
 
 
@@ -71,9 +70,8 @@ def put_object(request: Request, bucket: PathBucket, body: PutIn) -> JSONRespons
     On a versioned bucket every put, a repeat included, adds a version, so a repeat grows
     the version history by an identical copy without changing what the key holds."""
     ctx = get_ctx(request)
-    dropped: set[str] = set()
 
-    def apply(s: Session, idem: str | None) -> tuple[int, Any]:
+    def apply(s: Session, idem: str | None, dropped: set[str]) -> tuple[int, Any]:
         b = bucket_or_404(s, bucket)
         cur = latest(s, bucket, body.key)
         exists = cur is not None and not cur.delete_marker
@@ -106,9 +104,7 @@ def put_object(request: Request, bucket: PathBucket, body: PutIn) -> JSONRespons
         return 200, version_view(v)
 
     payload = {"bucket": bucket, **body.model_dump()}
-    res = run_mutation(request, route="put_object", native=False, payload=payload, apply=apply)
-    collect(request, dropped)
-    return res
+    return run_collecting(request, route="put_object", native=False, payload=payload, apply=apply)
 
 
 @router.delete(
@@ -123,9 +119,8 @@ def delete_object(
     becomes current). Without: on a versioned bucket, add a delete marker (earlier versions
     stay and can be restored); on an unversioned bucket, remove the object. Deleting what is
     already gone changes nothing."""
-    dropped: set[str] = set()
 
-    def apply(s: Session, idem: str | None) -> tuple[int, Any]:
+    def apply(s: Session, idem: str | None, dropped: set[str]) -> tuple[int, Any]:
         b = bucket_or_404(s, bucket)
         out: dict[str, Any] = {"bucket": bucket, "key": key}
         if version_id is not None:
@@ -163,9 +158,9 @@ def delete_object(
         return 200, out
 
     payload = {"bucket": bucket, "key": key, "version_id": version_id}
-    res = run_mutation(request, route="delete_object", native=False, payload=payload, apply=apply)
-    collect(request, dropped)
-    return res
+    return run_collecting(
+        request, route="delete_object", native=False, payload=payload, apply=apply
+    )
 
 
 class CopyIn(Strict):
@@ -190,22 +185,12 @@ def copy_object(
     identical version. Accepts an Idempotency-Key header: a retry with the same key replays
     the first response instead of copying again."""
     ctx = get_ctx(request)
-    dropped: set[str] = set()
 
-    def apply(s: Session, idem: str | None) -> tuple[int, Any]:
+    def apply(s: Session, idem: str | None, dropped: set[str]) -> tuple[int, Any]:
         bucket_or_404(s, body.source_bucket)
         src = find_version(s, body.source_bucket, body.source_key, body.source_version_id)
         dest = bucket_or_404(s, bucket)
-        data = blobs.utf8(read_body(ctx.data_dir, src))
-        v, gone = write_version(
-            s,
-            dest,
-            body.key,
-            etag=blobs.md5_hex(data),
-            size=len(data),
-            blob=src.blob,
-            content_type=src.content_type,
-        )
+        v, gone = copy_version(s, ctx.data_dir, dest, body.key, src)
         dropped.update(gone)
         identity = {
             "bucket": bucket,
@@ -221,9 +206,7 @@ def copy_object(
         return 200, {**version_view(v), "copy_source_version_id": src.version_id}
 
     payload = {"bucket": bucket, **body.model_dump()}
-    res = run_mutation(request, route="copy_object", native=True, payload=payload, apply=apply)
-    collect(request, dropped)
-    return res
+    return run_collecting(request, route="copy_object", native=True, payload=payload, apply=apply)
 
 
 class RestoreIn(Strict):
@@ -243,21 +226,11 @@ def restore_object_version(request: Request, bucket: PathBucket, body: RestoreIn
     again while every version, the one rolled back included, stays in the history. A set:
     a repeat makes the same content current again (adding one more identical version)."""
     ctx = get_ctx(request)
-    dropped: set[str] = set()
 
-    def apply(s: Session, idem: str | None) -> tuple[int, Any]:
+    def apply(s: Session, idem: str | None, dropped: set[str]) -> tuple[int, Any]:
         b = bucket_or_404(s, bucket)
         src = find_version(s, bucket, body.key, body.version_id)
-        data = blobs.utf8(read_body(ctx.data_dir, src))
-        v, gone = write_version(
-            s,
-            b,
-            body.key,
-            etag=blobs.md5_hex(data),
-            size=len(data),
-            blob=src.blob,
-            content_type=src.content_type,
-        )
+        v, gone = copy_version(s, ctx.data_dir, b, body.key, src)
         dropped.update(gone)
         identity = {"bucket": bucket, "key": body.key, "version_id": body.version_id}
         record_commit(
@@ -272,11 +245,9 @@ def restore_object_version(request: Request, bucket: PathBucket, body: RestoreIn
         return 200, {**version_view(v), "restored_from": body.version_id}
 
     payload = {"bucket": bucket, **body.model_dump()}
-    res = run_mutation(
+    return run_collecting(
         request, route="restore_object_version", native=False, payload=payload, apply=apply
     )
-    collect(request, dropped)
-    return res
 
 
 class AppendIn(Strict):
@@ -293,9 +264,8 @@ def append_to_object(request: Request, bucket: PathBucket, body: AppendIn) -> JS
     """Append one line (a newline is added) to a text object such as a log or changelog,
     creating it if it does not exist. Not idempotent: every call appends the line again."""
     ctx = get_ctx(request)
-    dropped: set[str] = set()
 
-    def apply(s: Session, idem: str | None) -> tuple[int, Any]:
+    def apply(s: Session, idem: str | None, dropped: set[str]) -> tuple[int, Any]:
         b = bucket_or_404(s, bucket)
         cur = latest(s, bucket, body.key)
         base, ctype = "", "text/plain"
@@ -329,8 +299,6 @@ def append_to_object(request: Request, bucket: PathBucket, body: AppendIn) -> JS
         return 200, version_view(v)
 
     payload = {"bucket": bucket, **body.model_dump()}
-    res = run_mutation(
+    return run_collecting(
         request, route="append_to_object", native=False, payload=payload, apply=apply
     )
-    collect(request, dropped)
-    return res

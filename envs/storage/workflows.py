@@ -10,7 +10,7 @@ wording.
 
 from __future__ import annotations
 
-from typing import Any, Literal
+from typing import Any
 
 from undobench_gym.specs import (
     Boundary,
@@ -27,28 +27,22 @@ from . import params
 from .composite import CRASH_AFTER_PARTS
 
 B = Boundary
-T = FaultTarget
 E = EffectExpectation
 P = StatePredicate
 
 
-def _current(
-    description: str,
-    bucket: str,
-    key: str,
-    field: str,
-    value: Any,
-    op: Literal["eq", "ne"] = "eq",
-) -> P:
+def fault(name: str, boundary: Boundary, tool: str, **options: Any) -> FaultScenario:
+    """Fault scenario `name` at `boundary` on the first call of `tool`."""
+    return FaultScenario(id=name, boundary=boundary, target=FaultTarget(tool=tool), **options)
+
+
+def _latest(bucket: str, key: str) -> dict[str, Any]:
+    return {"bucket": bucket, "key": key, "is_latest": True}
+
+
+def _current(description: str, bucket: str, key: str, field: str, value: Any) -> P:
     """A check on the current version of one key."""
-    where = {"bucket": bucket, "key": key, "is_latest": True}
-    return P(
-        description=description, table="st_objects", where=where, field=field, op=op, value=value
-    )
-
-
-def _count(description: str, table: str, where: dict[str, Any], value: int) -> P:
-    return P(description=description, table=table, where=where, op="count", value=value)
+    return P.field_is(description, "st_objects", _latest(bucket, key), field, value)
 
 
 MULTIPART_TOOLS = [
@@ -96,7 +90,7 @@ PUBLISH = WorkflowSpec(
     invariants=[
         _current("the bundle has the multipart ETag", "{bucket}", "{key}", "etag", "{etag}"),
         _current("the bundle has the size of its parts", "{bucket}", "{key}", "size", "{size}"),
-        _count("no multipart upload is left open", "st_uploads", {"bucket": "{bucket}"}, 0),
+        P.count("no multipart upload is left open", "st_uploads", {"bucket": "{bucket}"}, 0),
     ],
     gold_plan=[
         GoldStep(tool="get_bucket", arguments={"bucket": "{bucket}"}),
@@ -106,22 +100,18 @@ PUBLISH = WorkflowSpec(
         ),
     ],
     scenarios=[
-        FaultScenario(
-            id="crash-after-parts",
-            boundary=B.DURING_MUTATION,
-            target=T(tool="upload_object_multipart"),
+        fault(
+            "crash-after-parts",
+            B.DURING_MUTATION,
+            "upload_object_multipart",
             crash_point=CRASH_AFTER_PARTS,
             description="the service dies after the parts are stored, before complete",
         ),
-        FaultScenario(
-            id="lost-ack",
-            boundary=B.POST_MUTATION_PRE_ACK,
-            target=T(tool="upload_object_multipart"),
-        ),
-        FaultScenario(
-            id="pre-502",
-            boundary=B.PRE_MUTATION,
-            target=T(tool="upload_object_multipart"),
+        fault("lost-ack", B.POST_MUTATION_PRE_ACK, "upload_object_multipart"),
+        fault(
+            "pre-502",
+            B.PRE_MUTATION,
+            "upload_object_multipart",
             visible_error=VisibleError.HTTP_502,
         ),
     ],
@@ -164,7 +154,7 @@ ROLLBACK = WorkflowSpec(
         _current(
             "the config is the good version again", "{bucket}", "{key}", "etag", "{good_etag}"
         ),
-        _count(
+        P.count(
             "the bad version is kept in the history",
             "st_objects",
             {**CONFIG, "version_id": "{bad_version}"},
@@ -189,22 +179,22 @@ ROLLBACK = WorkflowSpec(
         ),
     ],
     scenarios=[
-        FaultScenario(
-            id="comp-lost-ack",
-            boundary=B.DURING_COMPENSATION,
-            target=T(tool="restore_object_version"),
+        fault(
+            "comp-lost-ack",
+            B.DURING_COMPENSATION,
+            "restore_object_version",
             compensation_commits=True,
         ),
-        FaultScenario(
-            id="comp-pre-503",
-            boundary=B.DURING_COMPENSATION,
-            target=T(tool="restore_object_version"),
+        fault(
+            "comp-pre-503",
+            B.DURING_COMPENSATION,
+            "restore_object_version",
             visible_error=VisibleError.HTTP_503,
         ),
-        FaultScenario(
-            id="note-lost-ack",
-            boundary=B.POST_MUTATION_PRE_ACK,
-            target=T(tool="append_to_object"),
+        fault(
+            "note-lost-ack",
+            B.POST_MUTATION_PRE_ACK,
+            "append_to_object",
             description="a repeat of the append is a duplicate changelog line",
         ),
     ],
@@ -257,19 +247,12 @@ PROMOTE = WorkflowSpec(
         ),
     ],
     scenarios=[
-        FaultScenario(
-            id="copy-lost-ack", boundary=B.POST_MUTATION_PRE_ACK, target=T(tool="copy_object")
-        ),
-        FaultScenario(
-            id="log-ambiguous",
-            boundary=B.POST_MUTATION_PRE_ACK,
-            target=T(tool="append_to_object"),
-            ambiguous=True,
-        ),
-        FaultScenario(
-            id="worker-crash",
-            boundary=B.POST_ACK_PRE_CHECKPOINT,
-            target=T(tool="append_to_object"),
+        fault("copy-lost-ack", B.POST_MUTATION_PRE_ACK, "copy_object"),
+        fault("log-ambiguous", B.POST_MUTATION_PRE_ACK, "append_to_object", ambiguous=True),
+        fault(
+            "worker-crash",
+            B.POST_ACK_PRE_CHECKPOINT,
+            "append_to_object",
             description="the log line is written and acknowledged, then the worker restarts",
         ),
     ],
@@ -293,25 +276,20 @@ DATASET = WorkflowSpec(
     invariants=[
         _current("the manifest has the requested body", "{bucket}", "{key}", "etag", "{etag}"),
         _current("the manifest has the body's size", "{bucket}", "{key}", "size", "{size}"),
-        _count("one manifest object", "st_objects", MANIFEST, 1),
+        P.count("one manifest object", "st_objects", MANIFEST, 1),
     ],
     gold_plan=[
         GoldStep(tool="list_objects", arguments={"bucket": "{bucket}", "prefix": "{prefix}"}),
         GoldStep(tool="put_object", arguments={**MANIFEST, "body": "{body}", "if_none_match": "*"}),
     ],
     scenarios=[
-        FaultScenario(
-            id="lost-ack",
-            boundary=B.POST_MUTATION_PRE_ACK,
-            target=T(tool="put_object"),
+        fault(
+            "lost-ack",
+            B.POST_MUTATION_PRE_ACK,
+            "put_object",
             description="a retry is refused with 412: the agent must see the write landed",
         ),
-        FaultScenario(
-            id="ambiguous",
-            boundary=B.POST_MUTATION_PRE_ACK,
-            target=T(tool="put_object"),
-            ambiguous=True,
-        ),
+        fault("ambiguous", B.POST_MUTATION_PRE_ACK, "put_object", ambiguous=True),
     ],
     draw_params=params.dataset_params,
 )
@@ -341,21 +319,21 @@ PROVISION = WorkflowSpec(
         E(op="object.put", identity={**README, "body": "{readme}"}),
     ],
     invariants=[
-        P(
-            description="the bucket exists with versioning enabled",
-            table="st_buckets",
-            where={"name": "{bucket}"},
-            field="versioning",
-            value="Enabled",
+        P.field_is(
+            "the bucket exists with versioning enabled",
+            "st_buckets",
+            {"name": "{bucket}"},
+            "versioning",
+            "Enabled",
         ),
         _current("the README has the requested text", "{bucket}", "README.txt", "etag", "{etag}"),
-        _current(
-            "the README was written with versioning on",
-            "{bucket}",
-            "README.txt",
-            "version_id",
-            "null",
+        P(
+            description="the README was written with versioning on",
+            table="st_objects",
+            where=_latest("{bucket}", "README.txt"),
+            field="version_id",
             op="ne",
+            value="null",
         ),
     ],
     gold_plan=[
@@ -367,24 +345,19 @@ PROVISION = WorkflowSpec(
         GoldStep(tool="put_object", arguments={**README, "body": "{readme}"}),
     ],
     scenarios=[
-        FaultScenario(
-            id="create-lost-ack",
-            boundary=B.POST_MUTATION_PRE_ACK,
-            target=T(tool="create_bucket"),
+        fault(
+            "create-lost-ack",
+            B.POST_MUTATION_PRE_ACK,
+            "create_bucket",
             description="a retry is refused with 409: the bucket is there already",
         ),
-        FaultScenario(
-            id="during-setup",
-            boundary=B.POST_MUTATION_PRE_ACK,
-            target=T(tool="set_bucket_versioning"),
+        fault(
+            "during-setup",
+            B.POST_MUTATION_PRE_ACK,
+            "set_bucket_versioning",
             description="the middle step of the setup commits, its response is lost",
         ),
-        FaultScenario(
-            id="readme-pre-503",
-            boundary=B.PRE_MUTATION,
-            target=T(tool="put_object"),
-            visible_error=VisibleError.HTTP_503,
-        ),
+        fault("readme-pre-503", B.PRE_MUTATION, "put_object", visible_error=VisibleError.HTTP_503),
     ],
     draw_params=params.provision_params,
 )

@@ -4,10 +4,10 @@ from __future__ import annotations
 
 from typing import Any
 
-from undobench_gym.specs import FaultScenario, GoldStep, WorkflowSpec
+from undobench_gym.specs import GoldStep, WorkflowSpec
 
 from .fixture import changelog_with, commit, depth
-from .flows_base import MAIN, B, E, P, T, count_is, file_is, ref_is, repo_for, seeded
+from .workflows_common import MAIN, B, E, P, fault, file_is, ref_is, repo_for, seeded
 
 # ---- 4. cut a release ----------------------------------------------------------------
 
@@ -71,14 +71,14 @@ RELEASE = WorkflowSpec(
         E(op="release.resume", identity={"repo": "{repo}", "version": "{version}"}),
     ],
     invariants=[
-        P(
-            description="the release is complete",
-            table="git_releases",
-            where={"repo": "{repo}", "version": "{version}"},
-            field="status",
-            value="complete",
+        P.field_is(
+            "the release is complete",
+            "git_releases",
+            {"repo": "{repo}", "version": "{version}"},
+            "status",
+            "complete",
         ),
-        count_is(
+        P.count(
             "one new release of the repository",
             "git_releases",
             {"repo": "{repo}"},
@@ -103,22 +103,20 @@ RELEASE = WorkflowSpec(
         ),
     ],
     scenarios=[
-        FaultScenario(
-            id="crash-mid-bump",
-            boundary=B.DURING_MUTATION,
-            target=T(tool="cut_release"),
+        fault(
+            "crash-mid-bump",
+            B.DURING_MUTATION,
+            "cut_release",
             crash_point="git.after_index_lock",
             description="branch created, VERSION bump staged under .git/index.lock, no commit",
         ),
-        FaultScenario(
-            id="crash-after-branch",
-            boundary=B.DURING_MUTATION,
-            target=T(tool="cut_release"),
+        fault(
+            "crash-after-branch",
+            B.DURING_MUTATION,
+            "cut_release",
             crash_point="git.release.after_branch",
         ),
-        FaultScenario(
-            id="lost-ack", boundary=B.POST_MUTATION_PRE_ACK, target=T(tool="cut_release")
-        ),
+        fault("lost-ack", B.POST_MUTATION_PRE_ACK, "cut_release"),
     ],
     draw_params=_release_params,
 )
@@ -203,7 +201,7 @@ MERGE = WorkflowSpec(
         ),
         ref_is("the tag is on the merge commit", "{tag_ref}", "subject", "{merge_message}"),
         ref_is("the tag is on main's tip", "{tag_ref}", "depth", "{main_depth}"),
-        count_is(
+        P.count(
             "the changelog was committed to the feature branch once",
             "git_commits",
             {"repo": "{repo}", "branch": "{branch}", "path": "CHANGELOG.md", "kind": "commit"},
@@ -238,15 +236,9 @@ MERGE = WorkflowSpec(
         GoldStep(tool="create_tag", arguments={"repo": "{repo}", "name": "{tag}", "ref": "main"}),
     ],
     scenarios=[
-        FaultScenario(
-            id="commit-lost-ack", boundary=B.POST_MUTATION_PRE_ACK, target=T(tool="commit_file")
-        ),
-        FaultScenario(
-            id="merge-lost-ack", boundary=B.POST_MUTATION_PRE_ACK, target=T(tool="merge_branch")
-        ),
-        FaultScenario(
-            id="tag-lost-ack", boundary=B.POST_MUTATION_PRE_ACK, target=T(tool="create_tag")
-        ),
+        fault("commit-lost-ack", B.POST_MUTATION_PRE_ACK, "commit_file"),
+        fault("merge-lost-ack", B.POST_MUTATION_PRE_ACK, "merge_branch"),
+        fault("tag-lost-ack", B.POST_MUTATION_PRE_ACK, "create_tag"),
     ],
     draw_params=_merge_params,
 )

@@ -4,10 +4,10 @@ from __future__ import annotations
 
 from typing import Any
 
-from undobench_gym.specs import FaultScenario, GoldStep, VisibleError, WorkflowSpec
+from undobench_gym.specs import GoldStep, VisibleError, WorkflowSpec
 
 from .fixture import DEBUG_SUBJECT, commit, depth
-from .flows_base import MAIN, B, E, T, count_is, file_is, ref_is, repo_for, seeded
+from .workflows_common import MAIN, B, E, P, fault, file_is, ref_is, repo_for, seeded
 
 # ---- 1. a config change committed to main --------------------------------------------
 
@@ -70,7 +70,7 @@ CONFIG = WorkflowSpec(
         file_is("main has the new rate limit", MAIN, "{path}", "{content}"),
         ref_is("the change is main's tip, as asked", MAIN, "subject", "{message}"),
         ref_is("main gained exactly one commit", MAIN, "depth", "{depth_after}"),
-        count_is(
+        P.count(
             "the file was committed to main once",
             "git_commits",
             {"repo": "{repo}", "branch": "main", "path": "{path}", "kind": "commit"},
@@ -91,25 +91,15 @@ CONFIG = WorkflowSpec(
         ),
     ],
     scenarios=[
-        FaultScenario(
-            id="crash-after-index-lock",
-            boundary=B.DURING_MUTATION,
-            target=T(tool="commit_file"),
+        fault(
+            "crash-after-index-lock",
+            B.DURING_MUTATION,
+            "commit_file",
             crash_point="git.after_index_lock",
             description="the service dies holding .git/index.lock; nothing is committed",
         ),
-        FaultScenario(
-            id="ambiguous",
-            boundary=B.POST_MUTATION_PRE_ACK,
-            target=T(tool="commit_file"),
-            ambiguous=True,
-        ),
-        FaultScenario(
-            id="pre-503",
-            boundary=B.PRE_MUTATION,
-            target=T(tool="commit_file"),
-            visible_error=VisibleError.HTTP_503,
-        ),
+        fault("ambiguous", B.POST_MUTATION_PRE_ACK, "commit_file", ambiguous=True),
+        fault("pre-503", B.PRE_MUTATION, "commit_file", visible_error=VisibleError.HTTP_503),
     ],
     draw_params=_config_params,
 )
@@ -191,7 +181,7 @@ BACKPORT = WorkflowSpec(
         file_is("the tagged tree has the fix", "{tag_ref}", "src/app.py", "{app_fixed}"),
         file_is("nothing else came along", "{tag_ref}", "config/settings.ini", "{settings_base}"),
         ref_is("main is untouched", MAIN, "depth", "{main_depth}"),
-        count_is(
+        P.count(
             "one cherry-pick of the fix onto the hotfix branch",
             "git_commits",
             {"repo": "{repo}", "branch": "{branch}", "kind": "cherry_pick", "source": "{fix_sha}"},
@@ -218,18 +208,14 @@ BACKPORT = WorkflowSpec(
         ),
     ],
     scenarios=[
-        FaultScenario(
-            id="worker-crash",
-            boundary=B.POST_ACK_PRE_CHECKPOINT,
-            target=T(tool="cherry_pick_commit"),
+        fault(
+            "worker-crash",
+            B.POST_ACK_PRE_CHECKPOINT,
+            "cherry_pick_commit",
             description="the pick is done and acknowledged, then the agent restarts the task",
         ),
-        FaultScenario(
-            id="pick-lost-ack",
-            boundary=B.POST_MUTATION_PRE_ACK,
-            target=T(tool="cherry_pick_commit"),
-        ),
-        FaultScenario(id="tag-pre-reset", boundary=B.PRE_MUTATION, target=T(tool="create_tag")),
+        fault("pick-lost-ack", B.POST_MUTATION_PRE_ACK, "cherry_pick_commit"),
+        fault("tag-pre-reset", B.PRE_MUTATION, "create_tag"),
     ],
     draw_params=_backport_params,
 )
@@ -295,13 +281,13 @@ REVERT = WorkflowSpec(
         file_is("the earlier fix is still on main", MAIN, "src/app.py", "{app_now}"),
         file_is("the incident is recorded on main", MAIN, "{note_path}", "{note}"),
         ref_is("main gained exactly two commits", MAIN, "depth", "{depth_after}"),
-        count_is(
+        P.count(
             "one revert of the bad commit on main",
             "git_commits",
             {"repo": "{repo}", "branch": "main", "kind": "revert", "source": "{bad_sha}"},
             "{reverts_after}",
         ),
-        count_is(
+        P.count(
             "the incident record was committed once",
             "git_commits",
             {"repo": "{repo}", "branch": "main", "path": "{note_path}", "kind": "commit"},
@@ -318,16 +304,11 @@ REVERT = WorkflowSpec(
     ],
     scenarios=[
         # The compensation comes after a forward effect of the same task (the record).
-        FaultScenario(
-            id="comp-lost-ack",
-            boundary=B.DURING_COMPENSATION,
-            target=T(tool="revert_commit"),
-            compensation_commits=True,
-        ),
-        FaultScenario(
-            id="comp-pre-503",
-            boundary=B.DURING_COMPENSATION,
-            target=T(tool="revert_commit"),
+        fault("comp-lost-ack", B.DURING_COMPENSATION, "revert_commit", compensation_commits=True),
+        fault(
+            "comp-pre-503",
+            B.DURING_COMPENSATION,
+            "revert_commit",
             visible_error=VisibleError.HTTP_503,
         ),
     ],

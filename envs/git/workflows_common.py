@@ -14,13 +14,23 @@ from __future__ import annotations
 from typing import Any
 
 from undobench_gym.seeding import rng_for
-from undobench_gym.specs import Boundary, EffectExpectation, FaultTarget, StatePredicate
+from undobench_gym.specs import (
+    Boundary,
+    EffectExpectation,
+    FaultScenario,
+    FaultTarget,
+    StatePredicate,
+)
 
 B = Boundary
-T = FaultTarget
 E = EffectExpectation
 P = StatePredicate
 MAIN = "refs/heads/main"
+
+
+def fault(name: str, boundary: Boundary, tool: str, **options: Any) -> FaultScenario:
+    """Fault scenario `name` at `boundary` on the first call of `tool`."""
+    return FaultScenario(id=name, boundary=boundary, target=FaultTarget(tool=tool), **options)
 
 
 def repo_for(wf_id: str, seed: int, fx: dict[str, Any]) -> tuple[Any, dict[str, Any]]:
@@ -29,17 +39,14 @@ def repo_for(wf_id: str, seed: int, fx: dict[str, Any]) -> tuple[Any, dict[str, 
 
 
 def file_is(description: str, ref: str, path: str, value: str) -> P:
+    """The content of `path` at `ref` of the task's repository."""
     where = {"repo": "{repo}", "ref": ref, "path": path}
-    return P(description=description, table="git_files", where=where, field="content", value=value)
+    return P.field_is(description, "git_files", where, "content", value)
 
 
 def ref_is(description: str, ref: str, field: str, value: Any) -> P:
-    where = {"repo": "{repo}", "ref": ref}
-    return P(description=description, table="git_refs", where=where, field=field, value=value)
-
-
-def count_is(description: str, table: str, where: dict[str, Any], value: int | str = 1) -> P:
-    return P(description=description, table=table, where=where, op="count", value=value)
+    """A field of the mirror row of `ref` of the task's repository."""
+    return P.field_is(description, "git_refs", {"repo": "{repo}", "ref": ref}, field, value)
 
 
 def seeded(fx: dict[str, Any], table: str, **where: Any) -> int:

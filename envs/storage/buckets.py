@@ -1,0 +1,93 @@
+"""Bucket mutations: create a bucket, turn its versioning on or pause it."""
+
+from __future__ import annotations
+
+from typing import Any, Literal
+
+from fastapi import APIRouter, Request
+from fastapi.responses import JSONResponse
+from sqlalchemy.exc import IntegrityError
+from sqlalchemy.orm import Session
+
+from .._service.kit import effect_meta, error, now, record_commit, run_mutation
+from .common import BucketName, PathBucket, Strict, bucket_or_404
+from .models import Bucket
+from .views import bucket_view
+
+router = APIRouter(prefix="/v1")
+
+
+class BucketIn(Strict):
+    name: BucketName
+
+
+@router.post(
+    "/buckets",
+    operation_id="create_bucket",
+    status_code=201,
+    openapi_extra=effect_meta("bucket.create", "create_unique", ["name"], "constraint"),
+)
+def create_bucket(request: Request, body: BucketIn) -> JSONResponse:
+    """Create a bucket (unversioned; see set_bucket_versioning). Names follow S3's rules:
+    3-63 lowercase letters, digits, dots and hyphens. A name that exists is refused (409)."""
+
+    def apply(s: Session, idem: str | None) -> tuple[int, Any]:
+        found = s.get(Bucket, body.name)
+        if found is not None:
+            raise error(
+                409,
+                "BucketAlreadyOwnedByYou",
+                f"Bucket {body.name} already exists (created {found.created}, versioning "
+                f"{found.versioning}); read it with get_bucket instead of creating it again",
+            )
+        b = Bucket(name=body.name, versioning="Unversioned", created=now(s))
+        s.add(b)
+        record_commit(
+            s,
+            op="bucket.create",
+            effect_class="create_unique",
+            identity={"name": body.name},
+            args=body.model_dump(),
+            key=idem,
+        )
+        try:
+            s.flush()
+        except IntegrityError as exc:  # a concurrent create won the primary key
+            raise error(409, "BucketAlreadyOwnedByYou", f"Bucket {body.name} exists") from exc
+        return 201, bucket_view(b)
+
+    return run_mutation(
+        request, route="create_bucket", native=False, payload=body.model_dump(), apply=apply
+    )
+
+
+class VersioningIn(Strict):
+    status: Literal["Enabled", "Suspended"]
+
+
+@router.put(
+    "/buckets/{bucket}/versioning",
+    operation_id="set_bucket_versioning",
+    openapi_extra=effect_meta("bucket.versioning", "set", ["bucket", "status"]),
+)
+def set_bucket_versioning(request: Request, bucket: PathBucket, body: VersioningIn) -> JSONResponse:
+    """Turn versioning on ("Enabled") or pause it ("Suspended") for a bucket. With it on,
+    every write keeps the earlier versions. Setting the same status again is harmless."""
+    identity = {"bucket": bucket, "status": body.status}
+
+    def apply(s: Session, idem: str | None) -> tuple[int, Any]:
+        b = bucket_or_404(s, bucket)
+        previous, b.versioning = b.versioning, body.status
+        record_commit(
+            s,
+            op="bucket.versioning",
+            effect_class="set",
+            identity=identity,
+            args={**identity, "previous": previous},
+            key=idem,
+        )
+        return 200, bucket_view(b)
+
+    return run_mutation(
+        request, route="set_bucket_versioning", native=False, payload=identity, apply=apply
+    )
