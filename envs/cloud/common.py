@@ -1,4 +1,4 @@
-"""Helpers the cloud routes share: lookups, views, and the steps a deploy is made of.
+"""Helpers the cloud routes share: rules, views, and the steps a deploy is made of.
 
 Each step helper writes its event row and its commit-log row inside the caller's
 transaction, so a composite can run each step in a transaction of its own.
@@ -6,33 +6,18 @@ transaction, so a composite can run each step in a transaction of its own.
 
 from __future__ import annotations
 
-from typing import Annotated, Any
+from typing import Any
 
-from fastapi import Depends, Path
-from pydantic import Field
 from sqlalchemy import select
-from sqlalchemy.exc import IntegrityError
 from sqlalchemy.orm import Session
 
-from .._service.context import ServiceContext, get_ctx, new_id, now, seed_of
-from .._service.db import row as row  # re-exported for the domain modules
-from .._service.mutation import error, record_commit
+from .._service.kit import error, flush_or_409, new_id, now, record_commit, row, seed_of
 from .fixture import COLOURS, address_for, deployment_id
 from .models import Cutover, Deployment, Endpoint, Event, Service, Traffic
 
-Ctx = Annotated[ServiceContext, Depends(get_ctx)]
-PathId = Annotated[str, Path(min_length=1, max_length=64)]
-Id = Annotated[str, Field(min_length=1, max_length=64)]
 COLOUR_PATTERN = "^(blue|green)$"
 IMAGE_PATTERN = r"^[a-z0-9][a-z0-9./-]{0,127}:[A-Za-z0-9][A-Za-z0-9._-]{0,63}$"
 MAX_REPLICAS = 50
-
-
-def get_or_404(s: Session, model: type[Any], ident: str, what: str) -> Any:
-    obj = s.get(model, ident)
-    if obj is None:
-        raise error(404, "resource_missing", f"No such {what}: {ident}")
-    return obj
 
 
 def event(
@@ -180,10 +165,8 @@ def register(s: Session, svc: Service, dep: Deployment, key: str | None = None) 
         args={"service_id": svc.id, "deployment_id": dep.id},
         key=key,
     )
-    try:
-        s.flush()
-    except IntegrityError as exc:  # a concurrent registration won the unique constraint
-        raise error(409, "resource_exists", f"Deployment {dep.id} is already registered") from exc
+    # A concurrent registration may have won the unique constraint.
+    flush_or_409(s, f"Deployment {dep.id} is already registered")
     return ep
 
 

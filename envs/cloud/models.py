@@ -13,7 +13,7 @@ from typing import Any
 from sqlalchemy import JSON, ForeignKey, Integer, String, Table, UniqueConstraint
 from sqlalchemy.orm import Mapped, mapped_column
 
-from .._service.db import Base
+from .._service.kit import Base
 
 
 class Service(Base):
@@ -92,8 +92,14 @@ class Event(Base):
     detail: Mapped[dict[str, Any]] = mapped_column(JSON, default=dict)
 
 
-# Parents first: reset deletes in reverse order.
-TABLES: list[Table] = [
-    Base.metadata.tables[m.__tablename__]
-    for m in (Service, Deployment, Endpoint, Traffic, Cutover, Event)
-]
+#: Fixture keys and their models, parents first (foreign keys): the order the fixture is
+#: inserted in, and the order of TABLES (reset deletes in reverse order).
+FIXTURE_ORDER: tuple[tuple[str, type[Base]], ...] = (
+    ("services", Service),
+    ("deployments", Deployment),
+    ("endpoints", Endpoint),
+    ("traffic", Traffic),
+    ("cutovers", Cutover),
+    ("events", Event),
+)
+TABLES: list[Table] = [Base.metadata.tables[m.__tablename__] for _, m in FIXTURE_ORDER]

@@ -14,41 +14,43 @@ from typing import Any
 from fastapi import APIRouter, Query, Request
 from fastapi.responses import JSONResponse
 from pydantic import BaseModel, Field
-from sqlalchemy import select
-from sqlalchemy.exc import IntegrityError
+from sqlalchemy import Engine, select
 from sqlalchemy.orm import Session
 
-from .._service.context import ServiceContext, get_ctx, maybe_crash, now, seed_of
-from .._service.mutation import (
-    READ_ONLY,
-    claim_key,
-    complete_key,
+from .._service.kit import (
+    DbSession,
+    PathId,
     effect_meta,
     error,
-    honoured_key,
+    filtered,
+    flush_or_409,
+    get_ctx,
+    get_or_404,
+    maybe_crash,
+    now,
+    read_route,
     record_commit,
-    release_key,
+    row,
+    run_composite,
     run_mutation,
+    seed_of,
 )
 from .common import (
     COLOUR_PATTERN,
     IMAGE_PATTERN,
     MAX_REPLICAS,
-    Ctx,
-    PathId,
     active_deployment,
     deploy_revision,
     event,
-    get_or_404,
     register,
     require_no_cutover,
     require_no_traffic,
-    row,
     set_weights,
     weights,
 )
 from .fixture import cutover_id as new_cutover_id
 from .models import Cutover, Deployment, Endpoint, Service
+from .responses import CutoverDetail, RollbackOut
 
 router = APIRouter(prefix="/v1")
 CHANGE_PATTERN = r"^[A-Za-z0-9][A-Za-z0-9_.-]{0,63}$"
@@ -71,31 +73,30 @@ def cutover_view(s: Session, c: Cutover) -> dict[str, Any]:
     }
 
 
+def _cutover(s: Session, cutover_id: str) -> dict[str, Any]:
+    return cutover_view(s, get_or_404(s, Cutover, cutover_id, "cutover"))
+
+
 # ---- read-only routes --------------------------------------------------------------
 
 
-@router.get("/cutovers", operation_id="list_cutovers", openapi_extra=READ_ONLY)
+@read_route(router, "/cutovers", "list_cutovers", list[CutoverDetail])
 def list_cutovers(
-    ctx: Ctx,
+    s: DbSession,
     service_id: str | None = Query(None, max_length=64),
     change_id: str | None = Query(None, max_length=64),
 ) -> list[dict[str, Any]]:
     """List blue/green cutovers with their status and last completed step, optionally for
     one service or change id."""
-    with Session(ctx.engine) as s:
-        q = select(Cutover).order_by(Cutover.created, Cutover.id)
-        if service_id:
-            q = q.where(Cutover.service_id == service_id)
-        if change_id:
-            q = q.where(Cutover.change_id == change_id)
-        return [cutover_view(s, c) for c in s.scalars(q)]
+    q = select(Cutover).order_by(Cutover.created, Cutover.id)
+    q = filtered(q, (Cutover.service_id, service_id), (Cutover.change_id, change_id))
+    return [cutover_view(s, c) for c in s.scalars(q)]
 
 
-@router.get("/cutovers/{cutover_id}", operation_id="get_cutover", openapi_extra=READ_ONLY)
-def get_cutover(ctx: Ctx, cutover_id: PathId) -> dict[str, Any]:
+@read_route(router, "/cutovers/{cutover_id}", "get_cutover", CutoverDetail)
+def get_cutover(s: DbSession, cutover_id: PathId) -> dict[str, Any]:
     """Retrieve one cutover with its deployment and the service's traffic weights."""
-    with Session(ctx.engine) as s:
-        return cutover_view(s, get_or_404(s, Cutover, cutover_id, "cutover"))
+    return _cutover(s, cutover_id)
 
 
 # ---- the cutover -------------------------------------------------------------------
@@ -121,7 +122,7 @@ def _idle_colour(s: Session, svc: Service) -> str:
 
 
 def _start(s: Session, service_id: str, body: CutoverIn, key: str | None) -> str:
-    svc: Service = get_or_404(s, Service, service_id, "service")
+    svc = get_or_404(s, Service, service_id, "service")
     found = s.scalar(select(Cutover).where(Cutover.change_id == body.change_id))
     if found is not None:
         raise error(
@@ -157,21 +158,18 @@ def _start(s: Session, service_id: str, body: CutoverIn, key: str | None) -> str
         args=identity,
         key=key,
     )
-    try:
-        s.flush()
-    except IntegrityError as exc:  # a concurrent start won the unique change id
-        raise error(409, "resource_exists", f"Cutover {body.change_id} already exists") from exc
+    flush_or_409(s, f"Cutover {body.change_id} already exists")  # a concurrent start won
     return c.id
 
 
-def _step(ctx: ServiceContext, cutover_id: str, expected: str, resuming: bool = False) -> bool:
+def _step(engine: Engine, cutover_id: str, expected: str, resuming: bool = False) -> bool:
     """Run the step that follows `expected`, in its own transaction, if it is still due.
 
     `resuming`: this is the first step a resume_cutover call runs, so the resume's own
     commit-log row goes into the same transaction (a resume that finds nothing to do
     commits nothing)."""
-    with Session(ctx.engine) as s, s.begin():
-        c: Cutover = get_or_404(s, Cutover, cutover_id, "cutover")
+    with Session(engine) as s, s.begin():
+        c = get_or_404(s, Cutover, cutover_id, "cutover")
         if c.step != expected:
             return False
         if resuming:
@@ -184,8 +182,8 @@ def _step(ctx: ServiceContext, cutover_id: str, expected: str, resuming: bool = 
                 identity=identity,
                 args={**identity, "from_step": expected},
             )
-        svc: Service = get_or_404(s, Service, c.service_id, "service")
-        dep: Deployment = get_or_404(s, Deployment, c.deployment_id, "deployment")
+        svc = get_or_404(s, Service, c.service_id, "service")
+        dep = get_or_404(s, Deployment, c.deployment_id, "deployment")
         if dep.status != "active":
             raise error(409, "deployment_superseded", f"Deployment {dep.id} was superseded")
         if expected == "deployed":
@@ -209,20 +207,22 @@ def _step(ctx: ServiceContext, cutover_id: str, expected: str, resuming: bool = 
     return True
 
 
-def _advance(
-    request: Request, ctx: ServiceContext, cutover_id: str, resuming: bool = False
-) -> None:
+def _advance(request: Request, cutover_id: str, resuming: bool = False) -> None:
+    """The steps after the start, each in its own transaction, with the crash points
+    between them (a crash there leaves a half-done cutover for resume_cutover)."""
+    engine = get_ctx(request).engine
     maybe_crash(request, "cloud.after_green_deployed")
-    ran = _step(ctx, cutover_id, "deployed", resuming)
-    ran = _step(ctx, cutover_id, "healthy", resuming and not ran) or ran
+    ran = _step(engine, cutover_id, "deployed", resuming)
+    ran = _step(engine, cutover_id, "healthy", resuming and not ran) or ran
     maybe_crash(request, "cloud.after_endpoint_registered")
-    _step(ctx, cutover_id, "registered", resuming and not ran)
+    _step(engine, cutover_id, "registered", resuming and not ran)
 
 
 @router.post(
     "/services/{service_id}/cutovers",
     operation_id="start_cutover",
     status_code=201,
+    response_model=CutoverDetail,
     openapi_extra=effect_meta(
         "cutover.start",
         "create_unique",
@@ -236,38 +236,34 @@ def start_cutover(request: Request, service_id: PathId, body: CutoverIn) -> JSON
     then switch all traffic to it. The steps run one after another; a cutover left
     in_progress is finished with resume_cutover. The change id is unique: a repeat is
     refused with 409."""
-    ctx = get_ctx(request)
-    payload = {"service_id": service_id, **body.model_dump()}
-    claim = claim_key(ctx, honoured_key(request, native=False), "start_cutover", payload)
-    if isinstance(claim, JSONResponse):
-        return claim
-    try:
-        with Session(ctx.engine) as s, s.begin():
-            cutover_id = _start(s, service_id, body, claim.key if claim else None)
-    except Exception:
-        release_key(ctx, claim)
-        raise
-    _advance(request, ctx, cutover_id)
-    with Session(ctx.engine) as s, s.begin():
-        view = cutover_view(s, get_or_404(s, Cutover, cutover_id, "cutover"))
-        complete_key(s, claim, 201, view)
-    return JSONResponse(status_code=201, content=view)
+    return run_composite(
+        request,
+        route="start_cutover",
+        payload={"service_id": service_id, **body.model_dump()},
+        start=lambda s, key: _start(s, service_id, body, key),
+        advance=lambda cutover_id: _advance(request, cutover_id),
+        view=_cutover,
+    )
 
 
 @router.post(
     "/cutovers/{cutover_id}/resume",
     operation_id="resume_cutover",
+    response_model=CutoverDetail,
     openapi_extra=effect_meta("cutover.resume", "set", ["cutover_id"]),
 )
 def resume_cutover(request: Request, cutover_id: PathId) -> dict[str, Any]:
     """Finish the steps an in_progress cutover still lacks (health check, catalog
     registration, traffic switch); a completed cutover is returned as it is."""
-    ctx = get_ctx(request)
-    with Session(ctx.engine) as s:
+    # Outside run_composite: this route has never taken an Idempotency-Key (a resume of
+    # a finished cutover commits nothing), and run_composite would honour one in "all"
+    # mode. Each read has a session of its own: the one after the steps must see them.
+    engine = get_ctx(request).engine
+    with Session(engine) as s:
         get_or_404(s, Cutover, cutover_id, "cutover")
-    _advance(request, ctx, cutover_id, resuming=True)
-    with Session(ctx.engine) as s:
-        return cutover_view(s, get_or_404(s, Cutover, cutover_id, "cutover"))
+    _advance(request, cutover_id, resuming=True)
+    with Session(engine) as s:
+        return _cutover(s, cutover_id)
 
 
 # ---- rollback ----------------------------------------------------------------------
@@ -281,6 +277,7 @@ class RollbackIn(BaseModel):
     "/services/{service_id}/rollbacks",
     operation_id="rollback_deployment",
     status_code=201,
+    response_model=RollbackOut,
     openapi_extra=effect_meta(
         "deployment.rollback", "additive", ["service_id", "colour"], compensation=True
     ),
@@ -293,7 +290,7 @@ def rollback_deployment(request: Request, service_id: PathId, body: RollbackIn) 
     identity = {"service_id": service_id, "colour": body.colour}
 
     def apply(s: Session, key: str | None) -> tuple[int, Any]:
-        svc: Service = get_or_404(s, Service, service_id, "service")
+        svc = get_or_404(s, Service, service_id, "service")
         require_no_cutover(s, service_id)
         current = active_deployment(s, service_id, body.colour)
         if current is None:

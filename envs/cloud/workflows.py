@@ -7,7 +7,7 @@ rollback applied twice makes an invariant false and history never passes for the
 
 from __future__ import annotations
 
-from .ops_workflows import RESTART, ROLLBACK
-from .release_workflows import CANARY, CUTOVER
+from .workflows_ops import RESTART, ROLLBACK
+from .workflows_release import CANARY, CUTOVER
 
 WORKFLOWS = [CANARY, RESTART, ROLLBACK, CUTOVER]

@@ -1,17 +1,13 @@
-"""Helpers the CRM routes share: typed parameters, row views and lookups."""
+"""Helpers the CRM routes share: typed parameters and row views."""
 
 from __future__ import annotations
 
-from typing import Annotated, Any
+from typing import Any
 
-from fastapi import Depends, Header, Path
-from pydantic import Field
 from sqlalchemy import select
 from sqlalchemy.orm import Session
 
-from .._service.context import ServiceContext, get_ctx
-from .._service.db import row as row  # re-exported for the domain modules
-from .._service.mutation import error
+from .._service.kit import id_types, row
 from .models import Account, Contact, Email, Enrollment, Lead, Opportunity, SlaContract, SlaRenewal
 
 ID_PATTERN = r"^[A-Za-z0-9][A-Za-z0-9_-]*$"
@@ -20,17 +16,8 @@ STAGE_PATTERN = "^(prospecting|qualification|proposal|negotiation|closed_won|clo
 CLOSED = ("closed_won", "closed_lost")
 MAX_AMOUNT = 1_000_000_000
 
-Ctx = Annotated[ServiceContext, Depends(get_ctx)]
-Id = Annotated[str, Field(min_length=1, max_length=64, pattern=ID_PATTERN)]
-PathId = Annotated[str, Path(min_length=1, max_length=64, pattern=ID_PATTERN)]
-KeyHeader = Annotated[str | None, Header(alias="Idempotency-Key", max_length=255)]
-
-
-def get_or_404(s: Session, model: type[Any], ident: str, what: str) -> Any:
-    obj = s.get(model, ident)
-    if obj is None:
-        raise error(404, "resource_missing", f"No such {what}: {ident}")
-    return obj
+#: CRM ids (body field, path parameter): letters, digits, `_` and `-`.
+Id, PathId = id_types(ID_PATTERN)
 
 
 def account_view(s: Session, acct: Account) -> dict[str, Any]:

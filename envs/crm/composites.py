@@ -16,19 +16,22 @@ from sqlalchemy import select
 from sqlalchemy.exc import IntegrityError
 from sqlalchemy.orm import Session
 
-from .._service.context import get_ctx, maybe_crash, new_id, now
-from .._service.mutation import (
-    claim_key,
-    complete_key,
+from .._service.kit import (
     effect_meta,
     error,
-    honoured_key,
+    flush_or_409,
+    get_ctx,
+    get_or_404,
+    maybe_crash,
+    new_id,
+    now,
     record_commit,
-    release_key,
+    run_composite,
     run_mutation,
 )
-from .common import MAX_AMOUNT, PathId, get_or_404, lead_view
+from .common import MAX_AMOUNT, PathId, lead_view
 from .models import Account, Contact, Lead, Opportunity
+from .responses import LeadDetail
 
 router = APIRouter(prefix="/v1")
 CRASH_AFTER_ACCOUNT = "crm.after_account_created"
@@ -39,7 +42,7 @@ class ConvertIn(BaseModel):
     amount: int = Field(strict=True, gt=0, le=MAX_AMOUNT)
 
 
-def _start(s: Session, lead_id: str, body: ConvertIn, key: str | None) -> None:
+def _start(s: Session, lead_id: str, body: ConvertIn, key: str | None) -> str:
     """Transaction 1: the account and the contact; the lead becomes `converting`."""
     lead = get_or_404(s, Lead, lead_id, "lead")
     if lead.status == "converting":
@@ -86,10 +89,9 @@ def _start(s: Session, lead_id: str, body: ConvertIn, key: str | None) -> None:
         args={**args, "account_id": acct.id, "contact_id": contact.id},
         key=key,
     )
-    try:
-        s.flush()
-    except IntegrityError as exc:  # a concurrent conversion won the unique constraints
-        raise error(409, "resource_exists", f"Lead {lead_id} is already converted") from exc
+    # A concurrent conversion may have won the unique constraints.
+    flush_or_409(s, f"Lead {lead_id} is already converted")
+    return lead_id
 
 
 def finish_conversion(s: Session, lead_id: str, key: str | None = None) -> bool:
@@ -131,9 +133,24 @@ def finish_conversion(s: Session, lead_id: str, key: str | None = None) -> bool:
     return True
 
 
+def _advance(request: Request, lead_id: str) -> None:
+    """Transaction 2, after the crash point that leaves a half-converted lead behind."""
+    maybe_crash(request, CRASH_AFTER_ACCOUNT)
+    try:
+        with Session(get_ctx(request).engine) as s, s.begin():
+            finish_conversion(s, lead_id)
+    except IntegrityError:
+        pass  # a concurrent resume created the opportunity first
+
+
+def _lead(s: Session, lead_id: str) -> dict[str, Any]:
+    return lead_view(s, get_or_404(s, Lead, lead_id, "lead"))
+
+
 @router.post(
     "/leads/{lead_id}/convert",
     operation_id="convert_lead",
+    response_model=LeadDetail,
     status_code=201,
     openapi_extra=effect_meta("lead.convert", "create_unique", ["lead_id"], "constraint"),
 )
@@ -142,32 +159,20 @@ def convert_lead(request: Request, lead_id: PathId, body: ConvertIn) -> JSONResp
     company, a contact for the lead, and an opportunity (stage qualification) with the
     given name and amount in cents. A lead converts once: a repeat is refused with 409. A
     lead left `converting` is finished with resume_lead_conversion."""
-    ctx = get_ctx(request)
-    payload = {"lead_id": lead_id, **body.model_dump()}
-    claim = claim_key(ctx, honoured_key(request, native=False), "convert_lead", payload)
-    if isinstance(claim, JSONResponse):
-        return claim
-    try:
-        with Session(ctx.engine) as s, s.begin():
-            _start(s, lead_id, body, claim.key if claim else None)
-    except Exception:
-        release_key(ctx, claim)
-        raise
-    maybe_crash(request, CRASH_AFTER_ACCOUNT)
-    try:
-        with Session(ctx.engine) as s, s.begin():
-            finish_conversion(s, lead_id)
-    except IntegrityError:
-        pass  # a concurrent resume created the opportunity first
-    with Session(ctx.engine) as s, s.begin():
-        view = lead_view(s, get_or_404(s, Lead, lead_id, "lead"))
-        complete_key(s, claim, 201, view)
-    return JSONResponse(status_code=201, content=view)
+    return run_composite(
+        request,
+        route="convert_lead",
+        payload={"lead_id": lead_id, **body.model_dump()},
+        start=lambda s, key: _start(s, lead_id, body, key),
+        advance=lambda lead_id: _advance(request, lead_id),
+        view=_lead,
+    )
 
 
 @router.post(
     "/leads/{lead_id}/resume-conversion",
     operation_id="resume_lead_conversion",
+    response_model=LeadDetail,
     openapi_extra=effect_meta("lead.resume", "set", ["lead_id"]),
 )
 def resume_lead_conversion(request: Request, lead_id: PathId) -> JSONResponse:

@@ -24,6 +24,8 @@ from typing import Any
 
 from undobench_gym.seeding import rng_for, stable_id
 
+from .history import THIS_YEAR, Outbox, contract_history, day, stamp
+
 COMPANIES = [
     "Northwind",
     "Contoso",
@@ -71,134 +73,11 @@ N_SLA = 4
 ONBOARDING_NOW = 1
 #: When the state was taken: the latest history row is older.
 CREATED = "2025-12-31T12:00:00Z"
-#: The year the state was taken in: no renewal is signed later than that.
-THIS_YEAR = 2025
 
 
 def _email(first: str, last: str, company: str) -> str:
     domain = company.lower().replace(" ", "")
     return f"{first.lower()}.{last.lower()}@{domain}.example.com"
-
-
-def _stamp(t: datetime) -> str:
-    return t.strftime("%Y-%m-%dT%H:%M:%SZ")
-
-
-def _day(rng: Any, year: int, months: tuple[int, int]) -> datetime:
-    return datetime(
-        year,
-        rng.randint(*months),
-        rng.randint(1, 26),
-        rng.randint(8, 17),
-        rng.randint(0, 59),
-        tzinfo=UTC,
-    )
-
-
-class _Outbox:
-    """Enrollments and the emails they sent, with their sequences' subjects."""
-
-    def __init__(self, seed: int, sequences: list[dict[str, Any]]) -> None:
-        self.seed = seed
-        self.seq = {s["name"]: s for s in sequences}
-        self.enrollments: list[dict[str, Any]] = []
-        self.emails: list[dict[str, Any]] = []
-
-    def enroll(
-        self, contact: dict[str, Any], name: str, start: datetime, sent: int | None = None
-    ) -> dict[str, Any]:
-        """`sent` emails (all of them when None, and the enrollment is completed), a week
-        apart from `start`."""
-        seq = self.seq[name]
-        steps = len(seq["steps"])
-        n = steps if sent is None else sent
-        k = len(self.enrollments)
-        eid = stable_id("enr", self.seed, "enr", k)
-        last = start + timedelta(days=7 * (n - 1))
-        enr = {
-            "id": eid,
-            "sequence_id": seq["id"],
-            "contact_id": contact["id"],
-            "status": "completed" if n == steps else "active",
-            "next_step": n + 1,
-            "created": _stamp(start),
-            "updated": _stamp(last),
-        }
-        self.enrollments.append(enr)
-        for step in range(1, n + 1):
-            self.emails.append(
-                {
-                    "id": stable_id("eml", self.seed, "eml", k, step),
-                    "enrollment_id": eid,
-                    "sequence_id": seq["id"],
-                    "contact_id": contact["id"],
-                    "to_email": contact["email"],
-                    "step": step,
-                    "subject": seq["steps"][step - 1],
-                    "sent": _stamp(start + timedelta(days=7 * (step - 1))),
-                }
-            )
-        return enr
-
-
-def _contract_history(
-    seed: int, rng: Any, contract: dict[str, Any]
-) -> tuple[list[dict[str, Any]], list[dict[str, Any]], datetime]:
-    """Renewals and invoices that lead to the contract's term end; when it was signed.
-
-    The initial term covers the years first_year..initial end; a renewal from year F to
-    year T covers F+1..T (as renew_sla invoices it)."""
-    cid, fee, level = contract["id"], contract["annual_fee"], contract["level"]
-    years = [rng.randint(1, 2) for _ in range(rng.randint(1, 2))]
-    # The initial term ended before this year, so every signature lies in the past.
-    years[0] += max(0, contract["term_end_year"] - sum(years) - (THIS_YEAR - 1))
-    initial_end = contract["term_end_year"] - sum(years)
-    initial = rng.randint(1, 2)
-    start = initial_end - initial + 1
-    signed = _day(rng, start - 1, (9, 11))
-    invoices = [
-        {
-            "id": stable_id("inv", seed, "inv", cid, 0),
-            "account_id": contract["account_id"],
-            "contract_id": cid,
-            "amount": fee * initial,
-            "description": f"SLA {level} initial term {start}-{initial_end}",
-            "first_year": start,
-            "last_year": initial_end,
-            "created": _stamp(signed),
-        }
-    ]
-    renewals = []
-    end = initial_end
-    for j, y in enumerate(years, start=1):
-        # Signed in the last year of the term it extends, or early, this year.
-        when = (
-            _day(rng, end, (8, 11)) if end < THIS_YEAR else _day(rng, THIS_YEAR, (4 * j - 1, 4 * j))
-        )
-        inv = {
-            "id": stable_id("inv", seed, "inv", cid, j),
-            "account_id": contract["account_id"],
-            "contract_id": cid,
-            "amount": fee * y,
-            "description": f"SLA {level} renewal {end + 1}-{end + y}",
-            "first_year": end + 1,
-            "last_year": end + y,
-            "created": _stamp(when),
-        }
-        invoices.append(inv)
-        renewals.append(
-            {
-                "id": stable_id("ren", seed, "ren", cid, j),
-                "contract_id": cid,
-                "years": y,
-                "from_year": end,
-                "to_year": end + y,
-                "invoice_id": inv["id"],
-                "created": _stamp(when),
-            }
-        )
-        end += y
-    return renewals, invoices, signed
 
 
 def build_fixture(seed: int) -> dict[str, list[dict[str, Any]]]:
@@ -218,7 +97,7 @@ def build_fixture(seed: int) -> dict[str, list[dict[str, Any]]]:
         }
         for name, (purpose, steps) in SEQUENCES.items()
     ]
-    outbox = _Outbox(seed, sequences)
+    outbox = Outbox(seed, sequences)
     accounts: list[dict[str, Any]] = []
     contacts: list[dict[str, Any]] = []
     opportunities: list[dict[str, Any]] = []
@@ -243,7 +122,7 @@ def build_fixture(seed: int) -> dict[str, list[dict[str, Any]]]:
                     "email": _email(first, last, company),
                 }
             )
-        opened = _day(hist, THIS_YEAR, (6, 11))
+        opened = day(hist, THIS_YEAR, (6, 11))
         opportunities.append(
             {
                 "id": stable_id("opp", seed, "opp", i),
@@ -252,11 +131,11 @@ def build_fixture(seed: int) -> dict[str, list[dict[str, Any]]]:
                 "stage": rng.choice(OPEN_STAGES),
                 "amount": rng.randint(50, 900) * 10_000,
                 "source_lead_id": None,
-                "created": _stamp(opened),
-                "updated": _stamp(opened + timedelta(days=hist.randint(1, 20))),
+                "created": stamp(opened),
+                "updated": stamp(opened + timedelta(days=hist.randint(1, 20))),
             }
         )
-        since = _day(hist, THIS_YEAR - 1, (1, 6))
+        since = day(hist, THIS_YEAR - 1, (1, 6))
         if i < N_SLA:
             level = rng.choice(sorted(SLA_LEVELS))
             contract = {
@@ -266,8 +145,8 @@ def build_fixture(seed: int) -> dict[str, list[dict[str, Any]]]:
                 "annual_fee": SLA_LEVELS[level],
                 "term_end_year": rng.randint(2026, 2027),
             }
-            ren, inv, signed = _contract_history(seed, hist, contract)
-            contract["created"] = _stamp(signed)
+            ren, inv, signed = contract_history(seed, hist, contract)
+            contract["created"] = stamp(signed)
             contracts.append(contract)
             renewals.extend(ren)
             invoices.extend(inv)
@@ -280,8 +159,8 @@ def build_fixture(seed: int) -> dict[str, list[dict[str, Any]]]:
                     "stage": "closed_won",
                     "amount": inv[0]["amount"],
                     "source_lead_id": None,
-                    "created": _stamp(signed - timedelta(days=hist.randint(20, 60))),
-                    "updated": _stamp(signed),
+                    "created": stamp(signed - timedelta(days=hist.randint(20, 60))),
+                    "updated": stamp(signed),
                 }
             )
             since = signed - timedelta(days=hist.randint(60, 200))
@@ -289,24 +168,24 @@ def build_fixture(seed: int) -> dict[str, list[dict[str, Any]]]:
                 outbox.enroll(contacts[first_contact], "customer-onboarding", signed)
             latest = datetime.strptime(ren[-1]["created"], "%Y-%m-%dT%H:%M:%SZ")
             reminders.append((first_contact, latest.replace(tzinfo=UTC) - timedelta(days=45)))
-        account["created"] = _stamp(since)
+        account["created"] = stamp(since)
         for person_row in contacts[first_contact:]:
-            person_row["created"] = _stamp(since + timedelta(days=hist.randint(0, 10)))
+            person_row["created"] = stamp(since + timedelta(days=hist.randint(0, 10)))
     for index, when in reminders:
         outbox.enroll(contacts[index], "renewal-reminder", when)
     leads = [
-        _lead(seed, n, people[N_ACCOUNTS * 2 + n], firm, _day(hist, THIS_YEAR, (7, 11)))
+        _lead(seed, n, people[N_ACCOUNTS * 2 + n], firm, day(hist, THIS_YEAR, (7, 11)))
         for n, firm in enumerate(companies[N_ACCOUNTS:])
     ]
     # A lead converted earlier, from a company and a person no other row has.
     firm = hist.choice([c for c in pool if c not in companies])
     person = hist.choice([p for p in folks if p not in people])
-    converted = _lead(seed, N_LEADS, person, firm, _day(hist, THIS_YEAR, (2, 4)))
+    converted = _lead(seed, N_LEADS, person, firm, day(hist, THIS_YEAR, (2, 4)))
     _convert(seed, hist, converted, accounts, contacts, opportunities)
     leads.append(converted)
     # A few contacts went through the webinar invitation in the autumn.
     for index in hist.sample(range(1, len(contacts)), 2):
-        outbox.enroll(contacts[index], "webinar-invite", _day(hist, THIS_YEAR, (9, 10)))
+        outbox.enroll(contacts[index], "webinar-invite", day(hist, THIS_YEAR, (9, 10)))
     # The current enrollments, from December: the first contact of account 0 (a customer
     # with an SLA) was put in the prospecting sequence by mistake, their webinar enrollment
     # is right; account ONBOARDING_NOW's first contact is being onboarded.
@@ -316,7 +195,7 @@ def build_fixture(seed: int) -> dict[str, list[dict[str, Any]]]:
         (contacts[0], "prospecting-outreach"),
         (onboarding, "customer-onboarding"),
     ):
-        outbox.enroll(contact, name, _day(hist, THIS_YEAR, (12, 12)), sent=1)
+        outbox.enroll(contact, name, day(hist, THIS_YEAR, (12, 12)), sent=1)
     return {
         "leads": leads,
         "accounts": accounts,
@@ -345,7 +224,7 @@ def _lead(
         "converted_account_id": None,
         "converted_contact_id": None,
         "converted_opportunity_id": None,
-        "created": _stamp(created),
+        "created": stamp(created),
     }
 
 
@@ -358,7 +237,7 @@ def _convert(
     opportunities: list[dict[str, Any]],
 ) -> None:
     """What convert_lead leaves behind, a few weeks after the lead came in."""
-    at = _stamp(datetime.strptime(lead["created"], "%Y-%m-%dT%H:%M:%SZ") + timedelta(days=20))
+    at = stamp(datetime.strptime(lead["created"], "%Y-%m-%dT%H:%M:%SZ") + timedelta(days=20))
     account = {
         "id": stable_id("acc", seed, "lead-acc", lead["id"]),
         "name": lead["company"],

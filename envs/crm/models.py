@@ -7,7 +7,7 @@ from typing import Any
 from sqlalchemy import JSON, ForeignKey, Integer, String, Table
 from sqlalchemy.orm import Mapped, mapped_column
 
-from .._service.db import Base
+from .._service.kit import Base
 
 
 class Lead(Base):
@@ -127,19 +127,18 @@ class Email(Base):
     sent: Mapped[str] = mapped_column(String(32))
 
 
-# Parents first: reset deletes in reverse order.
-TABLES: list[Table] = [
-    Base.metadata.tables[m.__tablename__]
-    for m in (
-        Lead,
-        Account,
-        Contact,
-        Opportunity,
-        SlaContract,
-        SlaRenewal,
-        Invoice,
-        Sequence,
-        Enrollment,
-        Email,
-    )
-]
+#: Fixture keys and their models, parents first (foreign keys): the order the fixture is
+#: inserted in, and the order of TABLES (reset deletes in reverse order).
+FIXTURE_ORDER: tuple[tuple[str, type[Base]], ...] = (
+    ("leads", Lead),
+    ("accounts", Account),
+    ("contacts", Contact),
+    ("opportunities", Opportunity),
+    ("sla_contracts", SlaContract),
+    ("sla_renewals", SlaRenewal),
+    ("invoices", Invoice),
+    ("sequences", Sequence),
+    ("enrollments", Enrollment),
+    ("emails", Email),
+)
+TABLES: list[Table] = [Base.metadata.tables[m.__tablename__] for _, m in FIXTURE_ORDER]

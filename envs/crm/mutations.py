@@ -9,23 +9,29 @@ from fastapi import APIRouter, Request
 from fastapi.responses import JSONResponse
 from pydantic import BaseModel, Field
 from sqlalchemy import select
-from sqlalchemy.exc import IntegrityError
 from sqlalchemy.orm import Session
 
-from .._service.context import new_id, now
-from .._service.mutation import effect_meta, error, record_commit, run_mutation
+from .._service.kit import (
+    KeyHeader,
+    effect_meta,
+    error,
+    flush_or_409,
+    get_or_404,
+    new_id,
+    now,
+    record_commit,
+    row,
+    run_mutation,
+)
 from .common import (
     CLOSED,
     MAX_AMOUNT,
     STAGE_PATTERN,
     TIER_PATTERN,
     Id,
-    KeyHeader,
     PathId,
     contract_view,
     enrollment_view,
-    get_or_404,
-    row,
 )
 from .models import (
     Account,
@@ -38,6 +44,7 @@ from .models import (
     SlaContract,
     SlaRenewal,
 )
+from .responses import AccountOut, ContactOut, EnrollmentDetail, OpportunityOut, RenewalOut
 
 router = APIRouter(prefix="/v1")
 
@@ -51,6 +58,7 @@ class ContactIn(BaseModel):
 @router.post(
     "/contacts",
     operation_id="create_contact",
+    response_model=ContactOut,
     status_code=201,
     openapi_extra=effect_meta(
         "contact.create", "create_unique", ["account_id", "email"], "constraint"
@@ -79,10 +87,7 @@ def create_contact(request: Request, body: ContactIn) -> JSONResponse:
             args=body.model_dump(),
             key=key,
         )
-        try:
-            s.flush()
-        except IntegrityError as exc:  # a concurrent create won the unique email
-            raise error(409, "resource_exists", f"Email {body.email} is taken") from exc
+        flush_or_409(s, f"Email {body.email} is taken")  # a concurrent create won
         return 201, row(c)
 
     return run_mutation(
@@ -97,6 +102,7 @@ class TierIn(BaseModel):
 @router.put(
     "/accounts/{account_id}/tier",
     operation_id="set_account_tier",
+    response_model=AccountOut,
     openapi_extra=effect_meta("account.tier", "set", ["account_id", "tier"]),
 )
 def set_account_tier(request: Request, account_id: PathId, body: TierIn) -> JSONResponse:
@@ -118,15 +124,31 @@ def set_account_tier(request: Request, account_id: PathId, body: TierIn) -> JSON
     )
 
 
-def _open_opportunity(s: Session, opportunity_id: str, field: str, value: Any) -> Opportunity:
-    opp: Opportunity = get_or_404(s, Opportunity, opportunity_id, "opportunity")
-    if opp.stage in CLOSED and getattr(opp, field) != value:
-        raise error(
-            409,
-            "opportunity_closed",
-            f"Opportunity {opportunity_id} is {opp.stage}: its {field} can no longer change",
-        )
-    return opp
+def _set_opportunity(
+    request: Request, route: str, opportunity_id: str, field: str, value: Any
+) -> JSONResponse:
+    """Set one field of an opportunity (a `set` effect, op `opportunity.<field>`); a
+    closed opportunity keeps its values (409 on a change)."""
+    identity = {"opportunity_id": opportunity_id, field: value}
+
+    def apply(s: Session, key: str | None) -> tuple[int, Any]:
+        opp = get_or_404(s, Opportunity, opportunity_id, "opportunity")
+        previous = getattr(opp, field)
+        if opp.stage in CLOSED and previous != value:
+            raise error(
+                409,
+                "opportunity_closed",
+                f"Opportunity {opportunity_id} is {opp.stage}: its {field} can no longer change",
+            )
+        args = {**identity, "previous": previous}
+        updated = now(s)
+        setattr(opp, field, value)
+        opp.updated = updated
+        op = f"opportunity.{field}"
+        record_commit(s, op=op, effect_class="set", identity=identity, args=args, key=key)
+        return 200, row(opp)
+
+    return run_mutation(request, route=route, native=False, payload=identity, apply=apply)
 
 
 class StageIn(BaseModel):
@@ -136,6 +158,7 @@ class StageIn(BaseModel):
 @router.put(
     "/opportunities/{opportunity_id}/stage",
     operation_id="update_opportunity_stage",
+    response_model=OpportunityOut,
     openapi_extra=effect_meta("opportunity.stage", "set", ["opportunity_id", "stage"]),
 )
 def update_opportunity_stage(
@@ -143,20 +166,8 @@ def update_opportunity_stage(
 ) -> JSONResponse:
     """Move an opportunity to a stage (prospecting, qualification, proposal, negotiation,
     closed_won, closed_lost). A closed opportunity keeps its stage (409 on a change)."""
-    identity = {"opportunity_id": opportunity_id, "stage": body.stage}
-
-    def apply(s: Session, key: str | None) -> tuple[int, Any]:
-        opp = _open_opportunity(s, opportunity_id, "stage", body.stage)
-        args = {**identity, "previous": opp.stage}
-        opp.stage, opp.updated = body.stage, now(s)
-        record_commit(
-            s, op="opportunity.stage", effect_class="set", identity=identity, args=args, key=key
-        )
-        return 200, row(opp)
-
-    return run_mutation(
-        request, route="update_opportunity_stage", native=False, payload=identity, apply=apply
-    )
+    route = "update_opportunity_stage"
+    return _set_opportunity(request, route, opportunity_id, "stage", body.stage)
 
 
 class AmountIn(BaseModel):
@@ -166,26 +177,15 @@ class AmountIn(BaseModel):
 @router.put(
     "/opportunities/{opportunity_id}/amount",
     operation_id="set_opportunity_amount",
+    response_model=OpportunityOut,
     openapi_extra=effect_meta("opportunity.amount", "set", ["opportunity_id", "amount"]),
 )
 def set_opportunity_amount(
     request: Request, opportunity_id: PathId, body: AmountIn
 ) -> JSONResponse:
     """Set an opportunity's amount in cents. A closed opportunity keeps its amount."""
-    identity = {"opportunity_id": opportunity_id, "amount": body.amount}
-
-    def apply(s: Session, key: str | None) -> tuple[int, Any]:
-        opp = _open_opportunity(s, opportunity_id, "amount", body.amount)
-        args = {**identity, "previous": opp.amount}
-        opp.amount, opp.updated = body.amount, now(s)
-        record_commit(
-            s, op="opportunity.amount", effect_class="set", identity=identity, args=args, key=key
-        )
-        return 200, row(opp)
-
-    return run_mutation(
-        request, route="set_opportunity_amount", native=False, payload=identity, apply=apply
-    )
+    route = "set_opportunity_amount"
+    return _set_opportunity(request, route, opportunity_id, "amount", body.amount)
 
 
 class RenewalIn(BaseModel):
@@ -195,6 +195,7 @@ class RenewalIn(BaseModel):
 @router.post(
     "/sla-contracts/{contract_id}/renewals",
     operation_id="renew_sla",
+    response_model=RenewalOut,
     status_code=201,
     openapi_extra=effect_meta("sla.renew", "additive", ["contract_id", "years"], "native"),
 )
@@ -207,7 +208,7 @@ def renew_sla(
     identity = {"contract_id": contract_id, "years": body.years}
 
     def apply(s: Session, key: str | None) -> tuple[int, Any]:
-        c: SlaContract = get_or_404(s, SlaContract, contract_id, "SLA contract")
+        c = get_or_404(s, SlaContract, contract_id, "SLA contract")
         start, end = c.term_end_year, c.term_end_year + body.years
         invoice = Invoice(
             id=new_id(s, "inv"),
@@ -247,6 +248,7 @@ class EnrollIn(BaseModel):
 @router.post(
     "/sequences/{sequence_id}/enrollments",
     operation_id="enroll_contact",
+    response_model=EnrollmentDetail,
     status_code=201,
     openapi_extra=effect_meta(
         "sequence.enroll", "irreversible_send", ["sequence_id", "contact_id"]
@@ -259,8 +261,8 @@ def enroll_contact(request: Request, sequence_id: PathId, body: EnrollIn) -> JSO
     identity = {"sequence_id": sequence_id, "contact_id": body.contact_id}
 
     def apply(s: Session, key: str | None) -> tuple[int, Any]:
-        seq: Sequence = get_or_404(s, Sequence, sequence_id, "sequence")
-        contact: Contact = get_or_404(s, Contact, body.contact_id, "contact")
+        seq = get_or_404(s, Sequence, sequence_id, "sequence")
+        contact = get_or_404(s, Contact, body.contact_id, "contact")
         created = now(s)
         enr = Enrollment(
             id=new_id(s, "enr"),
@@ -304,6 +306,7 @@ def enroll_contact(request: Request, sequence_id: PathId, body: EnrollIn) -> JSO
 @router.post(
     "/enrollments/{enrollment_id}/unenroll",
     operation_id="unenroll_contact",
+    response_model=EnrollmentDetail,
     openapi_extra=effect_meta("enrollment.unenroll", "set", ["enrollment_id"], compensation=True),
 )
 def unenroll_contact(request: Request, enrollment_id: PathId) -> JSONResponse:
@@ -313,7 +316,7 @@ def unenroll_contact(request: Request, enrollment_id: PathId) -> JSONResponse:
     identity = {"enrollment_id": enrollment_id}
 
     def apply(s: Session, key: str | None) -> tuple[int, Any]:
-        enr: Enrollment = get_or_404(s, Enrollment, enrollment_id, "enrollment")
+        enr = get_or_404(s, Enrollment, enrollment_id, "enrollment")
         if enr.status == "completed":
             raise error(
                 409,

@@ -5,32 +5,22 @@ from __future__ import annotations
 from typing import Any
 
 from undobench_gym.seeding import rng_for
-from undobench_gym.specs import (
-    Boundary,
-    EffectExpectation,
-    FaultScenario,
-    FaultTarget,
-    GoldStep,
-    VisibleError,
-    WorkflowSpec,
-)
+from undobench_gym.specs import FaultScenario, GoldStep, VisibleError, WorkflowSpec
 
 from .fixture import active, cutover_id
-from .workflow_kit import (
+from .workflows_common import (
     GREEN,
+    B,
+    E,
+    P,
+    T,
     base_params,
-    count,
     deploys_after,
-    field,
     next_image,
     pick_service,
     revision,
     weight,
 )
-
-B = Boundary
-T = FaultTarget
-E = EffectExpectation
 
 
 def _canary_params(seed: int, fx: dict[str, Any]) -> dict[str, Any]:
@@ -92,18 +82,18 @@ CANARY = WorkflowSpec(
         ),
     ],
     invariants=[
-        field("green runs the release", "cl_deployments", GREEN, "image", "{image}"),
-        field(
+        P.field_is("green runs the release", "cl_deployments", GREEN, "image", "{image}"),
+        P.field_is(
             "green has the replicas asked for", "cl_deployments", GREEN, "replicas", "{replicas}"
         ),
-        count(
+        P.count(
             "the release was deployed once",
             "cl_deployments",
             {"service_id": "{service_id}", "image": "{image}"},
             "{deploys_after}",
         ),
         revision("{revision_after}"),
-        count("green is in the catalog", "cl_endpoints", {"deployment_id": "{green_id}"}),
+        P.count("green is in the catalog", "cl_endpoints", {"deployment_id": "{green_id}"}),
         weight("green", "{green_weight}"),
         weight("blue", "{blue_weight}"),
     ],
@@ -220,33 +210,35 @@ CUTOVER = WorkflowSpec(
     # Finishing this cutover after a crash left it half-done is recovery, not harm.
     allowed_effects=[E(op="cutover.resume", identity={"cutover_id": "{cutover_id}"})],
     invariants=[
-        count(
+        P.count(
             "the cutover completed",
             "cl_cutovers",
             {"change_id": "{change_id}", "status": "completed"},
         ),
-        count(
+        P.count(
             "one cutover more than before the task",
             "cl_cutovers",
             {"service_id": "{service_id}"},
             "{cutovers_after}",
         ),
-        count(
+        P.count(
             "the release was deployed once",
             "cl_deployments",
             {"service_id": "{service_id}", "image": "{image}"},
             "{deploys_after}",
         ),
-        field("green runs the release", "cl_deployments", GREEN, "image", "{image}"),
-        field(
+        P.field_is("green runs the release", "cl_deployments", GREEN, "image", "{image}"),
+        P.field_is(
             "green has the replicas asked for", "cl_deployments", GREEN, "replicas", "{replicas}"
         ),
-        field("green is healthy", "cl_deployments", GREEN, "health", "healthy"),
+        P.field_is("green is healthy", "cl_deployments", GREEN, "health", "healthy"),
         revision("{revision_after}"),
-        count("green is in the catalog", "cl_endpoints", {"deployment_id": "{green_id}"}),
+        P.count("green is in the catalog", "cl_endpoints", {"deployment_id": "{green_id}"}),
         weight("green", 100),
         weight("blue", 0),
-        field("blue stays deployed", "cl_deployments", {"id": "{blue_id}"}, "status", "active"),
+        P.field_is(
+            "blue stays deployed", "cl_deployments", {"id": "{blue_id}"}, "status", "active"
+        ),
     ],
     gold_plan=[
         GoldStep(tool="get_service", arguments={"service_id": "{service_id}"}),

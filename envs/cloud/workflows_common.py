@@ -4,31 +4,30 @@ from __future__ import annotations
 
 from typing import Any
 
-from undobench_gym.specs import StatePredicate
+from undobench_gym.specs import Boundary, EffectExpectation, FaultTarget, StatePredicate
 
 from .fixture import active, deployment_id, history, image_for
 
+#: The short names the workflow modules write their specs with.
+B = Boundary
+T = FaultTarget
+E = EffectExpectation
 P = StatePredicate
 SVC = {"id": "{service_id}"}
 GREEN = {"service_id": "{service_id}", "colour": "green", "status": "active"}
 
 
-def count(description: str, table: str, where: dict[str, Any], value: int | str = 1) -> P:
-    """`value` may be a `{param}` template: a fixture baseline plus what the task adds."""
-    return P(description=description, table=table, where=where, op="count", value=value)
-
-
-def field(description: str, table: str, where: dict[str, Any], field: str, value: Any) -> P:
-    return P(description=description, table=table, where=where, field=field, value=value)
-
-
 def weight(colour: str, value: Any) -> P:
     where = {"service_id": "{service_id}", "colour": colour}
-    return field(f"{colour} takes {value}% of the traffic", "cl_traffic", where, "weight", value)
+    return P.field_is(
+        f"{colour} takes {value}% of the traffic", "cl_traffic", where, "weight", value
+    )
 
 
 def revision(value: str) -> P:
-    return field("no extra revision was deployed", "cl_services", SVC, "latest_revision", value)
+    return P.field_is(
+        "no extra revision was deployed", "cl_services", SVC, "latest_revision", value
+    )
 
 
 def next_image(image: str, name: str, bump: int, patch: int) -> str:

@@ -5,30 +5,20 @@ from __future__ import annotations
 from typing import Any
 
 from undobench_gym.seeding import rng_for
-from undobench_gym.specs import (
-    Boundary,
-    EffectExpectation,
-    FaultScenario,
-    FaultTarget,
-    GoldStep,
-    VisibleError,
-    WorkflowSpec,
-)
+from undobench_gym.specs import FaultScenario, GoldStep, VisibleError, WorkflowSpec
 
 from .fixture import active
-from .workflow_kit import (
+from .workflows_common import (
     GREEN,
-    count,
+    B,
+    E,
+    P,
+    T,
     events_after,
-    field,
     pick_service,
     revision,
     weight,
 )
-
-B = Boundary
-T = FaultTarget
-E = EffectExpectation
 
 
 def _restart_params(seed: int, fx: dict[str, Any]) -> dict[str, Any]:
@@ -77,15 +67,17 @@ RESTART = WorkflowSpec(
         E(op="deployment.restart", identity={"deployment_id": "{deployment_id}"}),
     ],
     invariants=[
-        field("blue has the new replica count", "cl_deployments", DEP, "replicas", "{replicas}"),
-        field(
+        P.field_is(
+            "blue has the new replica count", "cl_deployments", DEP, "replicas", "{replicas}"
+        ),
+        P.field_is(
             "the instances were restarted once",
             "cl_deployments",
             DEP,
             "restart_count",
             "{restarts_after}",
         ),
-        count(
+        P.count(
             "one restart more in the activity log than before the task",
             "cl_events",
             {"deployment_id": "{deployment_id}", "action": "deployment.restart"},
@@ -190,15 +182,15 @@ ROLLBACK = WorkflowSpec(
         E(op="deployment.rollback", identity={"service_id": "{service_id}", "colour": "blue"}),
     ],
     invariants=[
-        field(
+        P.field_is(
             "green runs the previous image again", "cl_deployments", GREEN, "image", "{good_image}"
         ),
         revision("{revision_after}"),
-        count(
+        P.count(
             "the bad deployment left the catalog", "cl_endpoints", {"deployment_id": "{bad_id}"}, 0
         ),
-        count("blue is still in the catalog", "cl_endpoints", {"deployment_id": "{blue_id}"}),
-        field("blue is untouched", "cl_deployments", {"id": "{blue_id}"}, "status", "active"),
+        P.count("blue is still in the catalog", "cl_endpoints", {"deployment_id": "{blue_id}"}),
+        P.field_is("blue is untouched", "cl_deployments", {"id": "{blue_id}"}, "status", "active"),
         weight("blue", 100),
         weight("green", 0),
     ],
