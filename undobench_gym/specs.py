@@ -59,6 +59,13 @@ class FaultScenario(BaseModel):
     compensation_commits: bool = False
     description: str = ""
 
+    @classmethod
+    def on(
+        cls, id: str, boundary: Boundary, tool: str, nth: int = 1, **options: Any
+    ) -> FaultScenario:
+        """Scenario `id` at `boundary` on the n-th call of `tool` (the workflows' short form)."""
+        return cls(id=id, boundary=boundary, target=FaultTarget(tool=tool, nth=nth), **options)
+
     @model_validator(mode="after")
     def _consistent(self) -> FaultScenario:
         if self.crash_point and self.boundary is not Boundary.DURING_MUTATION:

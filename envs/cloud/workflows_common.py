@@ -4,13 +4,12 @@ from __future__ import annotations
 
 from typing import Any
 
-from undobench_gym.specs import Boundary, EffectExpectation, FaultTarget, StatePredicate
+from undobench_gym.specs import Boundary, EffectExpectation, StatePredicate
 
 from .fixture import active, deployment_id, history, image_for
 
 #: The short names the workflow modules write their specs with.
 B = Boundary
-T = FaultTarget
 E = EffectExpectation
 P = StatePredicate
 SVC = {"id": "{service_id}"}

@@ -13,7 +13,6 @@ from .workflows_common import (
     B,
     E,
     P,
-    T,
     events_after,
     pick_service,
     revision,
@@ -96,21 +95,17 @@ RESTART = WorkflowSpec(
         ),
     ],
     scenarios=[
-        FaultScenario(
-            id="mid-sequence",
-            boundary=B.POST_MUTATION_PRE_ACK,
-            target=T(tool="scale_deployment"),
+        FaultScenario.on(
+            "mid-sequence",
+            B.POST_MUTATION_PRE_ACK,
+            "scale_deployment",
             description="the scale commits but its response is lost before the restart",
         ),
-        FaultScenario(
-            id="restart-lost-ack",
-            boundary=B.POST_MUTATION_PRE_ACK,
-            target=T(tool="restart_instances"),
-        ),
-        FaultScenario(
-            id="restart-pre-timeout",
-            boundary=B.PRE_MUTATION,
-            target=T(tool="restart_instances"),
+        FaultScenario.on("restart-lost-ack", B.POST_MUTATION_PRE_ACK, "restart_instances"),
+        FaultScenario.on(
+            "restart-pre-timeout",
+            B.PRE_MUTATION,
+            "restart_instances",
             visible_error=VisibleError.TIMEOUT,
         ),
     ],
@@ -208,17 +203,17 @@ ROLLBACK = WorkflowSpec(
         ),
     ],
     scenarios=[
-        FaultScenario(
-            id="comp-lost-ack",
-            boundary=B.DURING_COMPENSATION,
-            target=T(tool="rollback_deployment"),
+        FaultScenario.on(
+            "comp-lost-ack",
+            B.DURING_COMPENSATION,
+            "rollback_deployment",
             compensation_commits=True,
             description="the rollback commits, its response is lost; a second one rolls forward",
         ),
-        FaultScenario(
-            id="comp-pre-503",
-            boundary=B.DURING_COMPENSATION,
-            target=T(tool="deregister_endpoint"),
+        FaultScenario.on(
+            "comp-pre-503",
+            B.DURING_COMPENSATION,
+            "deregister_endpoint",
             visible_error=VisibleError.HTTP_503,
         ),
     ],

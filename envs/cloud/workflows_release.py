@@ -13,7 +13,6 @@ from .workflows_common import (
     B,
     E,
     P,
-    T,
     base_params,
     deploys_after,
     next_image,
@@ -122,21 +121,12 @@ CANARY = WorkflowSpec(
         ),
     ],
     scenarios=[
-        FaultScenario(
-            id="deploy-lost-ack",
-            boundary=B.POST_MUTATION_PRE_ACK,
-            target=T(tool="create_deployment"),
-        ),
-        FaultScenario(
-            id="ambiguous",
-            boundary=B.POST_MUTATION_PRE_ACK,
-            target=T(tool="create_deployment"),
-            ambiguous=True,
-        ),
-        FaultScenario(
-            id="register-pre-503",
-            boundary=B.PRE_MUTATION,
-            target=T(tool="register_endpoint"),
+        FaultScenario.on("deploy-lost-ack", B.POST_MUTATION_PRE_ACK, "create_deployment"),
+        FaultScenario.on("ambiguous", B.POST_MUTATION_PRE_ACK, "create_deployment", ambiguous=True),
+        FaultScenario.on(
+            "register-pre-503",
+            B.PRE_MUTATION,
+            "register_endpoint",
             visible_error=VisibleError.HTTP_503,
         ),
     ],
@@ -253,21 +243,19 @@ CUTOVER = WorkflowSpec(
         ),
     ],
     scenarios=[
-        FaultScenario(
-            id="crash-after-green-deployed",
-            boundary=B.DURING_MUTATION,
-            target=T(tool="start_cutover"),
+        FaultScenario.on(
+            "crash-after-green-deployed",
+            B.DURING_MUTATION,
+            "start_cutover",
             crash_point="cloud.after_green_deployed",
         ),
-        FaultScenario(
-            id="crash-after-catalog",
-            boundary=B.DURING_MUTATION,
-            target=T(tool="start_cutover"),
+        FaultScenario.on(
+            "crash-after-catalog",
+            B.DURING_MUTATION,
+            "start_cutover",
             crash_point="cloud.after_endpoint_registered",
         ),
-        FaultScenario(
-            id="lost-ack", boundary=B.POST_MUTATION_PRE_ACK, target=T(tool="start_cutover")
-        ),
+        FaultScenario.on("lost-ack", B.POST_MUTATION_PRE_ACK, "start_cutover"),
     ],
     draw_params=_cutover_params,
 )

@@ -5,13 +5,12 @@ from __future__ import annotations
 
 from typing import Any
 
-from undobench_gym.specs import Boundary, EffectExpectation, FaultTarget, StatePredicate
+from undobench_gym.specs import Boundary, EffectExpectation, StatePredicate
 
 from .fixture import count_rows, seq_id
 
 #: The short names the workflow modules write their specs with.
 B = Boundary
-T = FaultTarget
 E = EffectExpectation
 P = StatePredicate
 

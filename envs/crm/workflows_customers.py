@@ -9,7 +9,7 @@ from undobench_gym.seeding import rng_for
 from undobench_gym.specs import FaultScenario, GoldStep, VisibleError, WorkflowSpec
 
 from .fixture import by_id, count_rows, seq_id
-from .workflows_common import B, E, P, T, active_enrollment, sends_after
+from .workflows_common import B, E, P, active_enrollment, sends_after
 
 # ---- renew an SLA (single additive effect, native key) -----------------------------
 
@@ -89,22 +89,17 @@ RENEW = WorkflowSpec(
         GoldStep(tool="renew_sla", arguments={"contract_id": "{contract_id}", "years": "{years}"}),
     ],
     scenarios=[
-        FaultScenario(
-            id="ambiguous",
-            boundary=B.POST_MUTATION_PRE_ACK,
-            target=T(tool="renew_sla"),
-            ambiguous=True,
-        ),
-        FaultScenario(
-            id="worker-crash",
-            boundary=B.POST_ACK_PRE_CHECKPOINT,
-            target=T(tool="renew_sla"),
+        FaultScenario.on("ambiguous", B.POST_MUTATION_PRE_ACK, "renew_sla", ambiguous=True),
+        FaultScenario.on(
+            "worker-crash",
+            B.POST_ACK_PRE_CHECKPOINT,
+            "renew_sla",
             description="the renewal is acknowledged, then the worker restarts from the task",
         ),
-        FaultScenario(
-            id="lost-ack-timeout",
-            boundary=B.POST_MUTATION_PRE_ACK,
-            target=T(tool="renew_sla"),
+        FaultScenario.on(
+            "lost-ack-timeout",
+            B.POST_MUTATION_PRE_ACK,
+            "renew_sla",
             visible_error=VisibleError.TIMEOUT,
         ),
     ],
@@ -220,24 +215,24 @@ FIX = WorkflowSpec(
         GoldStep(tool="unenroll_contact", arguments={"enrollment_id": "{wrong_enrollment}"}),
     ],
     scenarios=[
-        FaultScenario(
-            id="comp-lost-ack",
-            boundary=B.DURING_COMPENSATION,
-            target=T(tool="unenroll_contact"),
+        FaultScenario.on(
+            "comp-lost-ack",
+            B.DURING_COMPENSATION,
+            "unenroll_contact",
             compensation_commits=True,
             description="the unenroll commits after the new enrollment, its response is lost",
         ),
-        FaultScenario(
-            id="comp-pre-503",
-            boundary=B.DURING_COMPENSATION,
-            target=T(tool="unenroll_contact"),
+        FaultScenario.on(
+            "comp-pre-503",
+            B.DURING_COMPENSATION,
+            "unenroll_contact",
             visible_error=VisibleError.HTTP_503,
             description="the unenroll after the new enrollment is refused before it commits",
         ),
-        FaultScenario(
-            id="enroll-lost-ack",
-            boundary=B.POST_MUTATION_PRE_ACK,
-            target=T(tool="enroll_contact"),
+        FaultScenario.on(
+            "enroll-lost-ack",
+            B.POST_MUTATION_PRE_ACK,
+            "enroll_contact",
             description="a blind retry sends the first email twice",
         ),
     ],

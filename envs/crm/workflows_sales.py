@@ -9,7 +9,7 @@ from undobench_gym.specs import FaultScenario, GoldStep, VisibleError, WorkflowS
 
 from .composites import CRASH_AFTER_ACCOUNT
 from .fixture import OPEN_STAGES, seq_id
-from .workflows_common import B, E, P, T, sends_after
+from .workflows_common import B, E, P, sends_after
 
 # ---- convert a lead (composite) ----------------------------------------------------
 
@@ -78,21 +78,16 @@ CONVERT = WorkflowSpec(
         ),
     ],
     scenarios=[
-        FaultScenario(
-            id="crash-after-account",
-            boundary=B.DURING_MUTATION,
-            target=T(tool="convert_lead"),
+        FaultScenario.on(
+            "crash-after-account",
+            B.DURING_MUTATION,
+            "convert_lead",
             crash_point=CRASH_AFTER_ACCOUNT,
             description="account and contact exist, the opportunity does not",
         ),
-        FaultScenario(
-            id="lost-ack", boundary=B.POST_MUTATION_PRE_ACK, target=T(tool="convert_lead")
-        ),
-        FaultScenario(
-            id="pre-503",
-            boundary=B.PRE_MUTATION,
-            target=T(tool="convert_lead"),
-            visible_error=VisibleError.HTTP_503,
+        FaultScenario.on("lost-ack", B.POST_MUTATION_PRE_ACK, "convert_lead"),
+        FaultScenario.on(
+            "pre-503", B.PRE_MUTATION, "convert_lead", visible_error=VisibleError.HTTP_503
         ),
     ],
     draw_params=_convert_params,
@@ -204,22 +199,22 @@ CLOSE = WorkflowSpec(
         ),
     ],
     scenarios=[
-        FaultScenario(
-            id="enroll-lost-ack",
-            boundary=B.POST_MUTATION_PRE_ACK,
-            target=T(tool="enroll_contact"),
+        FaultScenario.on(
+            "enroll-lost-ack",
+            B.POST_MUTATION_PRE_ACK,
+            "enroll_contact",
             description="a blind retry sends the welcome email twice",
         ),
-        FaultScenario(
-            id="stage-lost-ack",
-            boundary=B.POST_MUTATION_PRE_ACK,
-            target=T(tool="update_opportunity_stage"),
+        FaultScenario.on(
+            "stage-lost-ack",
+            B.POST_MUTATION_PRE_ACK,
+            "update_opportunity_stage",
             description="a repeat of a set is harmless",
         ),
-        FaultScenario(
-            id="amount-lost-ack",
-            boundary=B.POST_MUTATION_PRE_ACK,
-            target=T(tool="set_opportunity_amount"),
+        FaultScenario.on(
+            "amount-lost-ack",
+            B.POST_MUTATION_PRE_ACK,
+            "set_opportunity_amount",
             description="the amount commits but its response is lost before the stage change",
         ),
     ],

@@ -12,7 +12,6 @@ from .workflows_common import (
     B,
     E,
     P,
-    T,
     adjust,
     adjusted,
     adjustments,
@@ -80,23 +79,19 @@ TRANSFER = WorkflowSpec(
         adjust("{to_id}", "{amount}"),
     ],
     scenarios=[
-        FaultScenario(
-            # A lost acknowledgement of one step of the two-call transfer, not a crash
-            # inside a route: labelled by what happens.
-            id="during-mid-transfer",
-            boundary=B.POST_MUTATION_PRE_ACK,
-            target=T(tool="adjust_balance", nth=1),
+        FaultScenario.on(
+            "during-mid-transfer",
+            B.POST_MUTATION_PRE_ACK,
+            "adjust_balance",
+            nth=1,
             description="the debit commits but its response is lost before the credit",
         ),
-        FaultScenario(
-            id="credit-lost-ack",
-            boundary=B.POST_MUTATION_PRE_ACK,
-            target=T(tool="adjust_balance", nth=2),
-        ),
-        FaultScenario(
-            id="debit-pre-503",
-            boundary=B.PRE_MUTATION,
-            target=T(tool="adjust_balance", nth=1),
+        FaultScenario.on("credit-lost-ack", B.POST_MUTATION_PRE_ACK, "adjust_balance", nth=2),
+        FaultScenario.on(
+            "debit-pre-503",
+            B.PRE_MUTATION,
+            "adjust_balance",
+            nth=1,
             visible_error=VisibleError.HTTP_503,
         ),
     ],
@@ -161,15 +156,8 @@ ORDER = WorkflowSpec(
         ),
     ],
     scenarios=[
-        FaultScenario(
-            id="lost-ack", boundary=B.POST_MUTATION_PRE_ACK, target=T(tool="create_order")
-        ),
-        FaultScenario(
-            id="ambiguous",
-            boundary=B.POST_MUTATION_PRE_ACK,
-            target=T(tool="create_order"),
-            ambiguous=True,
-        ),
+        FaultScenario.on("lost-ack", B.POST_MUTATION_PRE_ACK, "create_order"),
+        FaultScenario.on("ambiguous", B.POST_MUTATION_PRE_ACK, "create_order", ambiguous=True),
     ],
     draw_params=_order_params,
 )
@@ -221,16 +209,16 @@ UPGRADE = WorkflowSpec(
         adjust("{account_id}", "{bonus}"),
     ],
     scenarios=[
-        FaultScenario(
-            id="tier-lost-ack",
-            boundary=B.POST_MUTATION_PRE_ACK,
-            target=T(tool="set_account_tier"),
+        FaultScenario.on(
+            "tier-lost-ack",
+            B.POST_MUTATION_PRE_ACK,
+            "set_account_tier",
             description="a repeat of a set is harmless",
         ),
-        FaultScenario(
-            id="bonus-lost-ack",
-            boundary=B.POST_MUTATION_PRE_ACK,
-            target=T(tool="adjust_balance"),
+        FaultScenario.on(
+            "bonus-lost-ack",
+            B.POST_MUTATION_PRE_ACK,
+            "adjust_balance",
             description="a repeat of the bonus is a duplicate",
         ),
     ],

@@ -8,14 +8,12 @@ from typing import Any
 from undobench_gym.specs import (
     Boundary,
     EffectExpectation,
-    FaultTarget,
     GoldStep,
     StatePredicate,
 )
 
 #: Short names the workflow modules write their specs with.
 B = Boundary
-T = FaultTarget
 E = EffectExpectation
 P = StatePredicate
 

@@ -9,7 +9,7 @@ from undobench_gym.seeding import rng_for
 from undobench_gym.specs import FaultScenario, GoldStep, WorkflowSpec
 
 from .fixture import COLUMN_POOL, HOLDERS_PER_CLASS, MIGRATION_NAMES, SHARE_CLASSES
-from .workflows_common import B, E, P, T, account, balance_is, matching
+from .workflows_common import B, E, P, account, balance_is, matching
 
 
 def _dividend_params(seed: int, fx: dict[str, Any]) -> dict[str, Any]:
@@ -126,15 +126,13 @@ DIVIDEND = WorkflowSpec(
         ),
     ],
     scenarios=[
-        FaultScenario(
-            id="crash-mid-credit",
-            boundary=B.DURING_MUTATION,
-            target=T(tool="pay_dividend"),
+        FaultScenario.on(
+            "crash-mid-credit",
+            B.DURING_MUTATION,
+            "pay_dividend",
             crash_point="dividend.after_first_credit",
         ),
-        FaultScenario(
-            id="lost-ack", boundary=B.POST_MUTATION_PRE_ACK, target=T(tool="pay_dividend")
-        ),
+        FaultScenario.on("lost-ack", B.POST_MUTATION_PRE_ACK, "pay_dividend"),
     ],
     draw_params=_dividend_params,
 )
@@ -184,13 +182,13 @@ MIGRATION = WorkflowSpec(
         GoldStep(tool="apply_migration", arguments={"name": "{name}", "columns": "{columns}"}),
     ],
     scenarios=[
-        FaultScenario(
-            id="crash-after-ddl",
-            boundary=B.DURING_MUTATION,
-            target=T(tool="apply_migration"),
+        FaultScenario.on(
+            "crash-after-ddl",
+            B.DURING_MUTATION,
+            "apply_migration",
             crash_point="migration.after_ddl",
         ),
-        FaultScenario(id="pre-reset", boundary=B.PRE_MUTATION, target=T(tool="apply_migration")),
+        FaultScenario.on("pre-reset", B.PRE_MUTATION, "apply_migration"),
     ],
     draw_params=_migration_params,
 )

@@ -4,10 +4,10 @@ from __future__ import annotations
 
 from typing import Any
 
-from undobench_gym.specs import GoldStep, VisibleError, WorkflowSpec
+from undobench_gym.specs import FaultScenario, GoldStep, VisibleError, WorkflowSpec
 
 from .fixture import DEBUG_SUBJECT, commit, depth
-from .workflows_common import MAIN, B, E, P, fault, file_is, ref_is, repo_for, seeded
+from .workflows_common import MAIN, B, E, P, file_is, ref_is, repo_for, seeded
 
 # ---- 1. a config change committed to main --------------------------------------------
 
@@ -91,15 +91,17 @@ CONFIG = WorkflowSpec(
         ),
     ],
     scenarios=[
-        fault(
+        FaultScenario.on(
             "crash-after-index-lock",
             B.DURING_MUTATION,
             "commit_file",
             crash_point="git.after_index_lock",
             description="the service dies holding .git/index.lock; nothing is committed",
         ),
-        fault("ambiguous", B.POST_MUTATION_PRE_ACK, "commit_file", ambiguous=True),
-        fault("pre-503", B.PRE_MUTATION, "commit_file", visible_error=VisibleError.HTTP_503),
+        FaultScenario.on("ambiguous", B.POST_MUTATION_PRE_ACK, "commit_file", ambiguous=True),
+        FaultScenario.on(
+            "pre-503", B.PRE_MUTATION, "commit_file", visible_error=VisibleError.HTTP_503
+        ),
     ],
     draw_params=_config_params,
 )
@@ -208,14 +210,14 @@ BACKPORT = WorkflowSpec(
         ),
     ],
     scenarios=[
-        fault(
+        FaultScenario.on(
             "worker-crash",
             B.POST_ACK_PRE_CHECKPOINT,
             "cherry_pick_commit",
             description="the pick is done and acknowledged, then the agent restarts the task",
         ),
-        fault("pick-lost-ack", B.POST_MUTATION_PRE_ACK, "cherry_pick_commit"),
-        fault("tag-pre-reset", B.PRE_MUTATION, "create_tag"),
+        FaultScenario.on("pick-lost-ack", B.POST_MUTATION_PRE_ACK, "cherry_pick_commit"),
+        FaultScenario.on("tag-pre-reset", B.PRE_MUTATION, "create_tag"),
     ],
     draw_params=_backport_params,
 )
@@ -304,8 +306,10 @@ REVERT = WorkflowSpec(
     ],
     scenarios=[
         # The compensation comes after a forward effect of the same task (the record).
-        fault("comp-lost-ack", B.DURING_COMPENSATION, "revert_commit", compensation_commits=True),
-        fault(
+        FaultScenario.on(
+            "comp-lost-ack", B.DURING_COMPENSATION, "revert_commit", compensation_commits=True
+        ),
+        FaultScenario.on(
             "comp-pre-503",
             B.DURING_COMPENSATION,
             "revert_commit",

@@ -17,8 +17,6 @@ from undobench_gym.seeding import rng_for
 from undobench_gym.specs import (
     Boundary,
     EffectExpectation,
-    FaultScenario,
-    FaultTarget,
     StatePredicate,
 )
 
@@ -26,11 +24,6 @@ B = Boundary
 E = EffectExpectation
 P = StatePredicate
 MAIN = "refs/heads/main"
-
-
-def fault(name: str, boundary: Boundary, tool: str, **options: Any) -> FaultScenario:
-    """Fault scenario `name` at `boundary` on the first call of `tool`."""
-    return FaultScenario(id=name, boundary=boundary, target=FaultTarget(tool=tool), **options)
 
 
 def repo_for(wf_id: str, seed: int, fx: dict[str, Any]) -> tuple[Any, dict[str, Any]]:

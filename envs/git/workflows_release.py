@@ -4,10 +4,10 @@ from __future__ import annotations
 
 from typing import Any
 
-from undobench_gym.specs import GoldStep, WorkflowSpec
+from undobench_gym.specs import FaultScenario, GoldStep, WorkflowSpec
 
 from .fixture import changelog_with, commit, depth
-from .workflows_common import MAIN, B, E, P, fault, file_is, ref_is, repo_for, seeded
+from .workflows_common import MAIN, B, E, P, file_is, ref_is, repo_for, seeded
 
 # ---- 4. cut a release ----------------------------------------------------------------
 
@@ -103,20 +103,20 @@ RELEASE = WorkflowSpec(
         ),
     ],
     scenarios=[
-        fault(
+        FaultScenario.on(
             "crash-mid-bump",
             B.DURING_MUTATION,
             "cut_release",
             crash_point="git.after_index_lock",
             description="branch created, VERSION bump staged under .git/index.lock, no commit",
         ),
-        fault(
+        FaultScenario.on(
             "crash-after-branch",
             B.DURING_MUTATION,
             "cut_release",
             crash_point="git.release.after_branch",
         ),
-        fault("lost-ack", B.POST_MUTATION_PRE_ACK, "cut_release"),
+        FaultScenario.on("lost-ack", B.POST_MUTATION_PRE_ACK, "cut_release"),
     ],
     draw_params=_release_params,
 )
@@ -236,9 +236,9 @@ MERGE = WorkflowSpec(
         GoldStep(tool="create_tag", arguments={"repo": "{repo}", "name": "{tag}", "ref": "main"}),
     ],
     scenarios=[
-        fault("commit-lost-ack", B.POST_MUTATION_PRE_ACK, "commit_file"),
-        fault("merge-lost-ack", B.POST_MUTATION_PRE_ACK, "merge_branch"),
-        fault("tag-lost-ack", B.POST_MUTATION_PRE_ACK, "create_tag"),
+        FaultScenario.on("commit-lost-ack", B.POST_MUTATION_PRE_ACK, "commit_file"),
+        FaultScenario.on("merge-lost-ack", B.POST_MUTATION_PRE_ACK, "merge_branch"),
+        FaultScenario.on("tag-lost-ack", B.POST_MUTATION_PRE_ACK, "create_tag"),
     ],
     draw_params=_merge_params,
 )

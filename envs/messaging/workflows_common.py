@@ -13,12 +13,11 @@ from __future__ import annotations
 
 from typing import Any
 
-from undobench_gym.specs import Boundary, EffectExpectation, FaultTarget, StatePredicate
+from undobench_gym.specs import Boundary, EffectExpectation, StatePredicate
 
 B = Boundary
 E = EffectExpectation
 P = StatePredicate
-T = FaultTarget
 
 
 def channel_id(fx: dict[str, Any], name: str) -> str:

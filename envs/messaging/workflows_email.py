@@ -9,7 +9,7 @@ from undobench_gym.specs import FaultScenario, GoldStep, WorkflowSpec
 
 from .batches import CRASH_MID_BATCH
 from .fixture import ADMINS
-from .workflows_common import B, E, P, T
+from .workflows_common import B, E, P
 
 N_RECIPIENTS = 4
 
@@ -83,16 +83,14 @@ BATCH = WorkflowSpec(
         ),
     ],
     scenarios=[
-        FaultScenario(
-            id="crash-mid-batch",
-            boundary=B.DURING_MUTATION,
-            target=T(tool="send_email_batch"),
+        FaultScenario.on(
+            "crash-mid-batch",
+            B.DURING_MUTATION,
+            "send_email_batch",
             crash_point=CRASH_MID_BATCH,
             description="the first recipient is emailed, the others are not",
         ),
-        FaultScenario(
-            id="lost-ack", boundary=B.POST_MUTATION_PRE_ACK, target=T(tool="send_email_batch")
-        ),
+        FaultScenario.on("lost-ack", B.POST_MUTATION_PRE_ACK, "send_email_batch"),
     ],
     draw_params=_batch_params,
 )

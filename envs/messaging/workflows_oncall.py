@@ -10,7 +10,7 @@ from undobench_gym.specs import FaultScenario, GoldStep, VisibleError, WorkflowS
 
 from .._service.kit import seeded_id
 from .fixture import fixture_count, page_post, sms_text, texted_post
-from .workflows_common import B, E, P, T, channel_id
+from .workflows_common import B, E, P, channel_id
 
 CHAT_POSTED = E(op="chat.post", identity={"channel_id": "{channel_id}"})
 #: The gold step that tells the channel: the same post in both workflows.
@@ -86,20 +86,10 @@ SMS = WorkflowSpec(
         POST,
     ],
     scenarios=[
-        FaultScenario(
-            id="sms-ambiguous",
-            boundary=B.POST_MUTATION_PRE_ACK,
-            target=T(tool="send_sms"),
-            ambiguous=True,
-        ),
-        FaultScenario(
-            id="chat-lost-ack", boundary=B.POST_MUTATION_PRE_ACK, target=T(tool="post_chat_message")
-        ),
-        FaultScenario(
-            id="chat-pre-503",
-            boundary=B.PRE_MUTATION,
-            target=T(tool="post_chat_message"),
-            visible_error=VisibleError.HTTP_503,
+        FaultScenario.on("sms-ambiguous", B.POST_MUTATION_PRE_ACK, "send_sms", ambiguous=True),
+        FaultScenario.on("chat-lost-ack", B.POST_MUTATION_PRE_ACK, "post_chat_message"),
+        FaultScenario.on(
+            "chat-pre-503", B.PRE_MUTATION, "post_chat_message", visible_error=VisibleError.HTTP_503
         ),
     ],
     draw_params=_sms_params,
@@ -183,23 +173,20 @@ PAGE = WorkflowSpec(
         POST,
     ],
     scenarios=[
-        FaultScenario(
-            id="page-lost-ack",
-            boundary=B.POST_MUTATION_PRE_ACK,
-            target=T(tool="trigger_page"),
+        FaultScenario.on(
+            "page-lost-ack",
+            B.POST_MUTATION_PRE_ACK,
+            "trigger_page",
             description="a retry with the same dedup key joins the page",
         ),
-        FaultScenario(
-            id="chat-lost-ack",
-            boundary=B.POST_MUTATION_PRE_ACK,
-            target=T(tool="post_chat_message"),
+        FaultScenario.on(
+            "chat-lost-ack",
+            B.POST_MUTATION_PRE_ACK,
+            "post_chat_message",
             description="a blind retry posts twice",
         ),
-        FaultScenario(
-            id="page-pre-503",
-            boundary=B.PRE_MUTATION,
-            target=T(tool="trigger_page"),
-            visible_error=VisibleError.HTTP_503,
+        FaultScenario.on(
+            "page-pre-503", B.PRE_MUTATION, "trigger_page", visible_error=VisibleError.HTTP_503
         ),
     ],
     draw_params=_page_params,

@@ -8,7 +8,7 @@ from undobench_gym.seeding import rng_for
 from undobench_gym.specs import FaultScenario, GoldStep, WorkflowSpec
 
 from .fixture import fixture_count
-from .workflows_common import B, E, P, T, pager_service
+from .workflows_common import B, E, P, pager_service
 
 
 def _statuspage_params(seed: int, fx: dict[str, Any]) -> dict[str, Any]:
@@ -90,20 +90,14 @@ STATUSPAGE = WorkflowSpec(
         GoldStep(tool="resolve_page", arguments={"page_id": "{page_id}", "note": "{note}"}),
     ],
     scenarios=[
-        FaultScenario(
-            id="sub-lost-ack",
-            boundary=B.POST_MUTATION_PRE_ACK,
-            target=T(tool="create_webhook_subscription"),
-        ),
-        FaultScenario(
-            id="resolve-lost-ack",
-            boundary=B.POST_MUTATION_PRE_ACK,
-            target=T(tool="resolve_page"),
+        FaultScenario.on("sub-lost-ack", B.POST_MUTATION_PRE_ACK, "create_webhook_subscription"),
+        FaultScenario.on(
+            "resolve-lost-ack",
+            B.POST_MUTATION_PRE_ACK,
+            "resolve_page",
             description="the page is resolved and the webhook delivered; the reply is lost",
         ),
-        FaultScenario(
-            id="resolve-pre-reset", boundary=B.PRE_MUTATION, target=T(tool="resolve_page")
-        ),
+        FaultScenario.on("resolve-pre-reset", B.PRE_MUTATION, "resolve_page"),
     ],
     draw_params=_statuspage_params,
 )

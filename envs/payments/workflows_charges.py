@@ -8,7 +8,7 @@ from typing import Any
 from undobench_gym.seeding import rng_for
 from undobench_gym.specs import FaultScenario, GoldStep, VisibleError, WorkflowSpec
 
-from .workflows_common import B, E, P, T, fresh_amount, matching, usd_available, usd_balance_is
+from .workflows_common import B, E, P, fresh_amount, matching, usd_available, usd_balance_is
 
 
 def _charge_params(seed: int, fx: dict[str, Any]) -> dict[str, Any]:
@@ -66,26 +66,12 @@ CHARGE = WorkflowSpec(
         ),
     ],
     scenarios=[
-        FaultScenario(
-            id="pre-503",
-            boundary=B.PRE_MUTATION,
-            target=T(tool="create_charge"),
-            visible_error=VisibleError.HTTP_503,
+        FaultScenario.on(
+            "pre-503", B.PRE_MUTATION, "create_charge", visible_error=VisibleError.HTTP_503
         ),
-        FaultScenario(
-            id="lost-ack", boundary=B.POST_MUTATION_PRE_ACK, target=T(tool="create_charge")
-        ),
-        FaultScenario(
-            id="ambiguous",
-            boundary=B.POST_MUTATION_PRE_ACK,
-            target=T(tool="create_charge"),
-            ambiguous=True,
-        ),
-        FaultScenario(
-            id="worker-crash",
-            boundary=B.POST_ACK_PRE_CHECKPOINT,
-            target=T(tool="create_charge"),
-        ),
+        FaultScenario.on("lost-ack", B.POST_MUTATION_PRE_ACK, "create_charge"),
+        FaultScenario.on("ambiguous", B.POST_MUTATION_PRE_ACK, "create_charge", ambiguous=True),
+        FaultScenario.on("worker-crash", B.POST_ACK_PRE_CHECKPOINT, "create_charge"),
     ],
     draw_params=_charge_params,
 )
@@ -148,14 +134,12 @@ RENEW = WorkflowSpec(
         GoldStep(tool="renew_subscription", arguments={"subscription_id": "{subscription_id}"}),
     ],
     scenarios=[
-        FaultScenario(id="pre-reset", boundary=B.PRE_MUTATION, target=T(tool="renew_subscription")),
-        FaultScenario(
-            id="lost-ack", boundary=B.POST_MUTATION_PRE_ACK, target=T(tool="renew_subscription")
-        ),
-        FaultScenario(
-            id="lost-ack-timeout",
-            boundary=B.POST_MUTATION_PRE_ACK,
-            target=T(tool="renew_subscription"),
+        FaultScenario.on("pre-reset", B.PRE_MUTATION, "renew_subscription"),
+        FaultScenario.on("lost-ack", B.POST_MUTATION_PRE_ACK, "renew_subscription"),
+        FaultScenario.on(
+            "lost-ack-timeout",
+            B.POST_MUTATION_PRE_ACK,
+            "renew_subscription",
             visible_error=VisibleError.TIMEOUT,
         ),
     ],
@@ -242,17 +226,17 @@ REFUND = WorkflowSpec(
         ),
     ],
     scenarios=[
-        FaultScenario(
-            id="comp-lost-ack",
-            boundary=B.DURING_COMPENSATION,
-            target=T(tool="create_refund"),
+        FaultScenario.on(
+            "comp-lost-ack",
+            B.DURING_COMPENSATION,
+            "create_refund",
             compensation_commits=True,
             description="the refund commits after the add-on charge; its answer is lost",
         ),
-        FaultScenario(
-            id="comp-pre-503",
-            boundary=B.DURING_COMPENSATION,
-            target=T(tool="create_refund"),
+        FaultScenario.on(
+            "comp-pre-503",
+            B.DURING_COMPENSATION,
+            "create_refund",
             visible_error=VisibleError.HTTP_503,
             description="the refund is refused before it commits, after the add-on charge",
         ),

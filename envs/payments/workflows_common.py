@@ -6,11 +6,10 @@ from __future__ import annotations
 import random
 from typing import Any
 
-from undobench_gym.specs import Boundary, EffectExpectation, FaultTarget, StatePredicate
+from undobench_gym.specs import Boundary, EffectExpectation, StatePredicate
 
 #: Short names the workflow modules write their specs with.
 B = Boundary
-T = FaultTarget
 E = EffectExpectation
 P = StatePredicate
 

@@ -9,7 +9,7 @@ from undobench_gym.seeding import rng_for
 from undobench_gym.specs import FaultScenario, GoldStep, VisibleError, WorkflowSpec
 
 from .fixture import ACCOUNT_POOL, WIRE_FEE, iban
-from .workflows_common import B, E, P, T, matching, usd_available, usd_balance_is
+from .workflows_common import B, E, P, matching, usd_available, usd_balance_is
 
 
 def _payout_params(seed: int, fx: dict[str, Any]) -> dict[str, Any]:
@@ -98,15 +98,13 @@ PAYOUT = WorkflowSpec(
         ),
     ],
     scenarios=[
-        FaultScenario(
-            id="crash-mid-batch",
-            boundary=B.DURING_MUTATION,
-            target=T(tool="create_payout"),
+        FaultScenario.on(
+            "crash-mid-batch",
+            B.DURING_MUTATION,
+            "create_payout",
             crash_point="payout.after_first_transfer",
         ),
-        FaultScenario(
-            id="lost-ack", boundary=B.POST_MUTATION_PRE_ACK, target=T(tool="create_payout")
-        ),
+        FaultScenario.on("lost-ack", B.POST_MUTATION_PRE_ACK, "create_payout"),
     ],
     draw_params=_payout_params,
 )
@@ -199,21 +197,11 @@ WIRE = WorkflowSpec(
         ),
     ],
     scenarios=[
-        FaultScenario(
-            id="wire-lost-ack", boundary=B.POST_MUTATION_PRE_ACK, target=T(tool="create_wire")
+        FaultScenario.on("wire-lost-ack", B.POST_MUTATION_PRE_ACK, "create_wire"),
+        FaultScenario.on(
+            "fee-pre-502", B.PRE_MUTATION, "create_charge", visible_error=VisibleError.HTTP_502
         ),
-        FaultScenario(
-            id="fee-pre-502",
-            boundary=B.PRE_MUTATION,
-            target=T(tool="create_charge"),
-            visible_error=VisibleError.HTTP_502,
-        ),
-        FaultScenario(
-            id="wire-ambiguous",
-            boundary=B.PRE_MUTATION,
-            target=T(tool="create_wire"),
-            ambiguous=True,
-        ),
+        FaultScenario.on("wire-ambiguous", B.PRE_MUTATION, "create_wire", ambiguous=True),
     ],
     draw_params=_wire_params,
 )

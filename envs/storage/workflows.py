@@ -16,7 +16,6 @@ from undobench_gym.specs import (
     Boundary,
     EffectExpectation,
     FaultScenario,
-    FaultTarget,
     GoldStep,
     StatePredicate,
     VisibleError,
@@ -29,11 +28,6 @@ from .composite import CRASH_AFTER_PARTS
 B = Boundary
 E = EffectExpectation
 P = StatePredicate
-
-
-def fault(name: str, boundary: Boundary, tool: str, **options: Any) -> FaultScenario:
-    """Fault scenario `name` at `boundary` on the first call of `tool`."""
-    return FaultScenario(id=name, boundary=boundary, target=FaultTarget(tool=tool), **options)
 
 
 def _latest(bucket: str, key: str) -> dict[str, Any]:
@@ -100,15 +94,15 @@ PUBLISH = WorkflowSpec(
         ),
     ],
     scenarios=[
-        fault(
+        FaultScenario.on(
             "crash-after-parts",
             B.DURING_MUTATION,
             "upload_object_multipart",
             crash_point=CRASH_AFTER_PARTS,
             description="the service dies after the parts are stored, before complete",
         ),
-        fault("lost-ack", B.POST_MUTATION_PRE_ACK, "upload_object_multipart"),
-        fault(
+        FaultScenario.on("lost-ack", B.POST_MUTATION_PRE_ACK, "upload_object_multipart"),
+        FaultScenario.on(
             "pre-502",
             B.PRE_MUTATION,
             "upload_object_multipart",
@@ -179,19 +173,19 @@ ROLLBACK = WorkflowSpec(
         ),
     ],
     scenarios=[
-        fault(
+        FaultScenario.on(
             "comp-lost-ack",
             B.DURING_COMPENSATION,
             "restore_object_version",
             compensation_commits=True,
         ),
-        fault(
+        FaultScenario.on(
             "comp-pre-503",
             B.DURING_COMPENSATION,
             "restore_object_version",
             visible_error=VisibleError.HTTP_503,
         ),
-        fault(
+        FaultScenario.on(
             "note-lost-ack",
             B.POST_MUTATION_PRE_ACK,
             "append_to_object",
@@ -247,9 +241,11 @@ PROMOTE = WorkflowSpec(
         ),
     ],
     scenarios=[
-        fault("copy-lost-ack", B.POST_MUTATION_PRE_ACK, "copy_object"),
-        fault("log-ambiguous", B.POST_MUTATION_PRE_ACK, "append_to_object", ambiguous=True),
-        fault(
+        FaultScenario.on("copy-lost-ack", B.POST_MUTATION_PRE_ACK, "copy_object"),
+        FaultScenario.on(
+            "log-ambiguous", B.POST_MUTATION_PRE_ACK, "append_to_object", ambiguous=True
+        ),
+        FaultScenario.on(
             "worker-crash",
             B.POST_ACK_PRE_CHECKPOINT,
             "append_to_object",
@@ -283,13 +279,13 @@ DATASET = WorkflowSpec(
         GoldStep(tool="put_object", arguments={**MANIFEST, "body": "{body}", "if_none_match": "*"}),
     ],
     scenarios=[
-        fault(
+        FaultScenario.on(
             "lost-ack",
             B.POST_MUTATION_PRE_ACK,
             "put_object",
             description="a retry is refused with 412: the agent must see the write landed",
         ),
-        fault("ambiguous", B.POST_MUTATION_PRE_ACK, "put_object", ambiguous=True),
+        FaultScenario.on("ambiguous", B.POST_MUTATION_PRE_ACK, "put_object", ambiguous=True),
     ],
     draw_params=params.dataset_params,
 )
@@ -345,19 +341,21 @@ PROVISION = WorkflowSpec(
         GoldStep(tool="put_object", arguments={**README, "body": "{readme}"}),
     ],
     scenarios=[
-        fault(
+        FaultScenario.on(
             "create-lost-ack",
             B.POST_MUTATION_PRE_ACK,
             "create_bucket",
             description="a retry is refused with 409: the bucket is there already",
         ),
-        fault(
+        FaultScenario.on(
             "during-setup",
             B.POST_MUTATION_PRE_ACK,
             "set_bucket_versioning",
             description="the middle step of the setup commits, its response is lost",
         ),
-        fault("readme-pre-503", B.PRE_MUTATION, "put_object", visible_error=VisibleError.HTTP_503),
+        FaultScenario.on(
+            "readme-pre-503", B.PRE_MUTATION, "put_object", visible_error=VisibleError.HTTP_503
+        ),
     ],
     draw_params=params.provision_params,
 )

@@ -12,14 +12,13 @@ from __future__ import annotations
 
 from typing import Any
 
-from undobench_gym.specs import Boundary, EffectExpectation, FaultTarget, StatePredicate
+from undobench_gym.specs import Boundary, EffectExpectation, StatePredicate
 
 from .fixture import fixture_count, responder
 
 B = Boundary
 E = EffectExpectation
 P = StatePredicate
-T = FaultTarget
 INC = {"id": "{incident_id}"}
 
 

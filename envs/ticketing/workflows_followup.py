@@ -13,7 +13,6 @@ from .workflows_common import (
     B,
     E,
     P,
-    T,
     incident_params,
     page_sent,
     paged,
@@ -122,21 +121,12 @@ RESOLVE = WorkflowSpec(
         ),
     ],
     scenarios=[
-        FaultScenario(
-            id="notice-lost-ack",
-            boundary=B.POST_MUTATION_PRE_ACK,
-            target=T(tool="send_resolution_notice"),
-        ),
-        FaultScenario(
-            id="comment-ambiguous",
-            boundary=B.PRE_MUTATION,
-            target=T(tool="add_comment"),
-            ambiguous=True,
-        ),
-        FaultScenario(
-            id="resolve-pre-502",
-            boundary=B.PRE_MUTATION,
-            target=T(tool="resolve_incident"),
+        FaultScenario.on("notice-lost-ack", B.POST_MUTATION_PRE_ACK, "send_resolution_notice"),
+        FaultScenario.on("comment-ambiguous", B.PRE_MUTATION, "add_comment", ambiguous=True),
+        FaultScenario.on(
+            "resolve-pre-502",
+            B.PRE_MUTATION,
+            "resolve_incident",
             visible_error=VisibleError.HTTP_502,
         ),
     ],
@@ -234,18 +224,18 @@ RETRACT = WorkflowSpec(
         GoldStep(tool="retract_page", arguments={"page_id": "{page_id}", "message": "{notice}"}),
     ],
     scenarios=[
-        FaultScenario(
-            id="comp-lost-ack",
-            boundary=B.DURING_COMPENSATION,
-            target=T(tool="retract_page"),
+        FaultScenario.on(
+            "comp-lost-ack",
+            B.DURING_COMPENSATION,
+            "retract_page",
             compensation_commits=True,
             description="the right responder is paged, then the disregard notice goes out "
             "and its response is lost",
         ),
-        FaultScenario(
-            id="comp-pre-reset",
-            boundary=B.DURING_COMPENSATION,
-            target=T(tool="retract_page"),
+        FaultScenario.on(
+            "comp-pre-reset",
+            B.DURING_COMPENSATION,
+            "retract_page",
             description="the right responder is paged, then the retraction is lost on the way",
         ),
     ],

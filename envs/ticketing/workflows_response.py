@@ -21,7 +21,6 @@ from .workflows_common import (
     B,
     E,
     P,
-    T,
     incident_params,
     page_sent,
     paged,
@@ -126,19 +125,14 @@ OPEN_AND_PAGE = WorkflowSpec(
         ),
     ],
     scenarios=[
-        FaultScenario(
-            id="open-ambiguous",
-            boundary=B.POST_MUTATION_PRE_ACK,
-            target=T(tool="open_incident"),
-            ambiguous=True,
+        FaultScenario.on(
+            "open-ambiguous", B.POST_MUTATION_PRE_ACK, "open_incident", ambiguous=True
         ),
-        FaultScenario(
-            id="page-lost-ack", boundary=B.POST_MUTATION_PRE_ACK, target=T(tool="page_responder")
-        ),
-        FaultScenario(
-            id="page-worker-crash",
-            boundary=B.POST_ACK_PRE_CHECKPOINT,
-            target=T(tool="page_responder"),
+        FaultScenario.on("page-lost-ack", B.POST_MUTATION_PRE_ACK, "page_responder"),
+        FaultScenario.on(
+            "page-worker-crash",
+            B.POST_ACK_PRE_CHECKPOINT,
+            "page_responder",
             description="the page is sent and acknowledged, then the worker loses its memory",
         ),
     ],
@@ -237,20 +231,15 @@ ESCALATE = WorkflowSpec(
         ),
     ],
     scenarios=[
-        FaultScenario(
-            id="crash-between-pages",
-            boundary=B.DURING_MUTATION,
-            target=T(tool="escalate_incident"),
+        FaultScenario.on(
+            "crash-between-pages",
+            B.DURING_MUTATION,
+            "escalate_incident",
             crash_point=CRASH_AFTER_FIRST_PAGE,
         ),
-        FaultScenario(
-            id="lost-ack", boundary=B.POST_MUTATION_PRE_ACK, target=T(tool="escalate_incident")
-        ),
-        FaultScenario(
-            id="pre-503",
-            boundary=B.PRE_MUTATION,
-            target=T(tool="escalate_incident"),
-            visible_error=VisibleError.HTTP_503,
+        FaultScenario.on("lost-ack", B.POST_MUTATION_PRE_ACK, "escalate_incident"),
+        FaultScenario.on(
+            "pre-503", B.PRE_MUTATION, "escalate_incident", visible_error=VisibleError.HTTP_503
         ),
     ],
     draw_params=_escalate_params,
