@@ -13,6 +13,7 @@ armed crash point live there) and goes through `run_mutation` or `run_composite`
 from __future__ import annotations
 
 from collections.abc import Callable, Iterator
+from dataclasses import dataclass
 from typing import Annotated, Any, TypeVar
 
 from fastapi import APIRouter, Depends, Header, Path, Request
@@ -54,6 +55,7 @@ __all__ = [
     "Ctx",
     "DbSession",
     "DomainService",
+    "Effect",
     "KeyClaim",
     "KeyHeader",
     "ServiceContext",
@@ -113,6 +115,49 @@ def get_or_404(s: Session, model: type[T], ident: Any, what: str) -> T:
     if obj is None:
         raise error(404, "resource_missing", f"No such {what}: {ident}")
     return obj
+
+
+@dataclass(frozen=True)
+class Effect:
+    """A mutating route's effect, declared once: its route's OpenAPI labels (`labels`) and
+    the commit-log rows it writes (`commit`) come from this one object, so they agree."""
+
+    op: str
+    effect_class: str
+    identity: tuple[str, ...]
+    idempotency: str = "none"  # native | constraint | none
+    compensation: bool = False
+
+    @property
+    def native(self) -> bool:
+        """The route honours an Idempotency-Key itself (not only in mode "all")."""
+        return self.idempotency == "native"
+
+    @property
+    def labels(self) -> dict[str, Any]:
+        """The route's `openapi_extra`."""
+        return effect_meta(
+            self.op, self.effect_class, list(self.identity), self.idempotency, self.compensation
+        )
+
+    def commit(
+        self,
+        s: Session,
+        args: dict[str, Any],
+        key: str | None,
+        identity: dict[str, Any] | None = None,
+    ) -> None:
+        """Write the commit-log row in the caller's transaction; the identity is the
+        identity fields of `args` unless given (a value the service derived)."""
+        record_commit(
+            s,
+            op=self.op,
+            effect_class=self.effect_class,
+            identity={f: args[f] for f in self.identity} if identity is None else identity,
+            args=args,
+            key=key,
+            compensation=self.compensation,
+        )
 
 
 def read_route(router: APIRouter, path: str, op: str, model: Any) -> Callable[[F], F]:

@@ -1,6 +1,6 @@
 """Checklist step 3: routes on the kit. Reads take a `DbSession`; the one mutation goes
-through `run_mutation`, declares its effect (op, class, identity, idempotency) in its
-OpenAPI labels and writes the same identity to the commit log."""
+through `run_mutation`; its `Effect` (op, class, identity, idempotency) gives both its
+OpenAPI labels and its commit-log row, so the two agree."""
 
 from __future__ import annotations
 
@@ -15,13 +15,12 @@ from undobench_gym.envs._service.kit import (
     READ_ONLY,
     DbSession,
     DomainService,
+    Effect,
     KeyHeader,
     PathId,
-    effect_meta,
     get_or_404,
     new_id,
     now,
-    record_commit,
     row,
     row_model,
     run_mutation,
@@ -33,7 +32,7 @@ from .models import TABLES, Note
 router = APIRouter(prefix="/v1")
 NoteOut = row_model(Note)
 #: Who wrote which note: the body is free text, a reworded re-send is the same note.
-NOTE_IDENTITY = ["author", "title"]
+CREATE_NOTE = Effect("note.create", "additive", ("author", "title"), "native")
 
 
 @router.get(
@@ -66,7 +65,7 @@ class NoteIn(BaseModel):
     operation_id="create_note",
     status_code=201,
     response_model=NoteOut,
-    openapi_extra=effect_meta("note.create", "additive", NOTE_IDENTITY, "native"),
+    openapi_extra=CREATE_NOTE.labels,
 )
 def create_note(request: Request, body: NoteIn, idempotency_key: KeyHeader = None) -> JSONResponse:
     """Write a note. Accepts an Idempotency-Key header."""
@@ -74,19 +73,16 @@ def create_note(request: Request, body: NoteIn, idempotency_key: KeyHeader = Non
     def apply(s: Session, key: str | None) -> tuple[int, Any]:
         note = Note(id=new_id(s, "nt"), created=now(s), **body.model_dump())
         s.add(note)
-        record_commit(
-            s,
-            op="note.create",
-            effect_class="additive",
-            identity=body.model_dump(include=set(NOTE_IDENTITY)),
-            args=body.model_dump(),
-            key=key,
-        )
+        CREATE_NOTE.commit(s, body.model_dump(), key)
         s.flush()
         return 201, row(note)
 
     return run_mutation(
-        request, route="create_note", native=True, payload=body.model_dump(), apply=apply
+        request,
+        route="create_note",
+        native=CREATE_NOTE.native,
+        payload=body.model_dump(),
+        apply=apply,
     )
 
 
