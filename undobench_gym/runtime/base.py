@@ -7,6 +7,7 @@ from dataclasses import dataclass
 from types import TracebackType
 
 from ..contract import CRASH_EXIT_CODE
+from ..errors import StackStartError
 
 __all__ = ["CRASH_EXIT_CODE", "Runtime", "StackEndpoints"]
 
@@ -19,16 +20,24 @@ class StackEndpoints:
 
 
 class Runtime(ABC):
-    """One stack: a fault proxy plus the services of one domain."""
+    """One stack: a fault proxy plus the services of one domain.
+
+    A runtime keeps its endpoints once started (`_endpoints`) and counts restarts and
+    unplanned exits (`_restarts`, `_unplanned`) as its supervisor sees them."""
 
     domain: str
+    _endpoints: StackEndpoints | None = None
+    _restarts: int = 0
+    _unplanned: int = 0
 
     @abstractmethod
     def start(self) -> StackEndpoints: ...
 
     @property
-    @abstractmethod
-    def endpoints(self) -> StackEndpoints: ...
+    def endpoints(self) -> StackEndpoints:
+        if self._endpoints is None:
+            raise StackStartError("stack not started: call start() first")
+        return self._endpoints
 
     @abstractmethod
     def wait_healthy(self, timeout: float = 30.0, probe: bool = False) -> None:
@@ -37,8 +46,9 @@ class Runtime(ABC):
         that is exiting has closed its sockets before it can be reaped)."""
 
     @property
-    @abstractmethod
-    def restarts(self) -> int: ...
+    def restarts(self) -> int:
+        """Processes (or containers) this runtime started again after they exited."""
+        return self._restarts
 
     @property
     def unplanned_exits(self) -> int:
@@ -46,7 +56,7 @@ class Runtime(ABC):
         plan asking for it: a service exiting with any code but a crash point's
         `CRASH_EXIT_CODE`, or the proxy exiting at all. The env compares it before and
         after each call: a change means the episode is void (StackUnhealthyError)."""
-        return 0
+        return self._unplanned
 
     @abstractmethod
     def close(self) -> None:

@@ -348,21 +348,6 @@ class DockerRuntime(Runtime):
             f"service logs:\n{_logs(self._service)}\nproxy logs:\n{_logs(self._proxy)}"
         )
 
-    @property
-    def endpoints(self) -> StackEndpoints:
-        if self._endpoints is None:
-            raise StackStartError("stack not started: call start() first")
-        return self._endpoints
-
-    @property
-    def restarts(self) -> int:
-        """Containers this runtime started again after they exited (service or proxy)."""
-        return self._restarts
-
-    @property
-    def unplanned_exits(self) -> int:
-        return self._unplanned
-
     def close(self) -> None:
         with self._lock:
             if self._closed:

@@ -32,12 +32,12 @@ from .children import (
     READY_TIMEOUT_S,
     WORKDIR_PREFIX,
     Child,
-    process_started,
-    read_ready,
-    spawn,
     free_port,
     log_tail,
+    process_started,
+    read_ready,
     remove_stale_workdirs,
+    spawn,
 )
 
 __all__ = ["OWNER_FILE", "ProcessRuntime", "free_port", "proxy_command", "remove_stale_workdirs"]
@@ -228,20 +228,6 @@ class ProcessRuntime(Runtime):
         except httpx.HTTPError:
             return False
         return True
-
-    @property
-    def endpoints(self) -> StackEndpoints:
-        if self._endpoints is None:
-            raise StackStartError("stack not started: call start() first")
-        return self._endpoints
-
-    @property
-    def restarts(self) -> int:
-        return self._restarts
-
-    @property
-    def unplanned_exits(self) -> int:
-        return self._unplanned
 
     @property
     def service_exits(self) -> list[int]:
