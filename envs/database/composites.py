@@ -16,15 +16,15 @@ from sqlalchemy.exc import IntegrityError, OperationalError
 from sqlalchemy.orm import Session
 
 from .._service.kit import (
+    Effect,
     PathId,
-    effect_meta,
     error,
+    flush_or_409,
     get_ctx,
     get_or_404,
     maybe_crash,
     new_id,
     now,
-    record_commit,
     row,
     run_composite,
     run_mutation,
@@ -35,6 +35,21 @@ from .models import Dividend, DividendCredit, Migration, Shareholding
 
 router = APIRouter(prefix="/v1")
 MigrationName = Annotated[str, Path(pattern=schema.NAME_PATTERN)]
+
+DECLARE_DIVIDEND = Effect(
+    "dividend.declare",
+    "create_unique",
+    ("share_class", "amount_per_share", "reference"),
+    "constraint",
+)
+#: Who is credited how much on which share class: a dividend declared again under another
+#: reference credits every holder twice all the same. Written by the dividend's steps.
+CREDIT_HOLDER = Effect("dividend.credit", "additive", ("share_class", "account_id", "amount"))
+RESUME_DIVIDEND = Effect("dividend.resume", "set", ("dividend_id",))
+#: The migration and the table it creates: a name applied with other columns is another
+#: schema change.
+APPLY_MIGRATION = Effect("migration.apply", "create_unique", ("name", "columns"), "constraint")
+REPAIR_MIGRATION = Effect("migration.repair", "set", ("name",))
 
 
 # ---- dividends ---------------------------------------------------------------------
@@ -68,15 +83,9 @@ def _credit_holder(
         amount=h["amount"],
         detail={"dividend_id": dividend_id, "balance_after": acct.balance},
     )
-    record_commit(
-        s,
-        op="dividend.credit",
-        effect_class="additive",
-        # Who is credited how much on which share class: a dividend declared again under
-        # another reference credits every holder twice all the same.
-        identity={"share_class": share_class, "account_id": h["account_id"], "amount": h["amount"]},
-        args={"dividend_id": dividend_id, "reference": reference, **h},
-    )
+    identity = {"share_class": share_class, "account_id": h["account_id"], "amount": h["amount"]}
+    args = {"dividend_id": dividend_id, "reference": reference, **h}
+    CREDIT_HOLDER.commit(s, args, None, identity)
 
 
 def _pay_credits(request: Request, dividend_id: str, resume: bool) -> None:
@@ -109,13 +118,7 @@ def _pay_credits(request: Request, dividend_id: str, resume: bool) -> None:
             return
         d.status = "paid"
         if resume:
-            record_commit(
-                s,
-                op="dividend.resume",
-                effect_class="set",
-                identity={"dividend_id": dividend_id},
-                args={"dividend_id": dividend_id},
-            )
+            RESUME_DIVIDEND.commit(s, {"dividend_id": dividend_id}, None)
 
 
 def _declare(s: Session, body: DividendIn, key: str | None) -> str:
@@ -146,18 +149,8 @@ def _declare(s: Session, body: DividendIn, key: str | None) -> str:
     s.add(d)
     total = sum(h["amount"] for h in holders)
     audit(s, "dividend.declare", ref=body.reference, amount=total, detail=body.model_dump())
-    record_commit(
-        s,
-        op="dividend.declare",
-        effect_class="create_unique",
-        identity=body.model_dump(),
-        args=body.model_dump(),
-        key=key,
-    )
-    try:
-        s.flush()
-    except IntegrityError as exc:  # a concurrent declaration won the unique reference
-        raise error(409, "resource_exists", f"Dividend {body.reference} already exists") from exc
+    DECLARE_DIVIDEND.commit(s, body.model_dump(), key)
+    flush_or_409(s, f"Dividend {body.reference} already exists")
     return d.id
 
 
@@ -165,12 +158,7 @@ def _declare(s: Session, body: DividendIn, key: str | None) -> str:
     "/dividends",
     operation_id="pay_dividend",
     status_code=201,
-    openapi_extra=effect_meta(
-        "dividend.declare",
-        "create_unique",
-        ["share_class", "amount_per_share", "reference"],
-        "constraint",
-    ),
+    openapi_extra=DECLARE_DIVIDEND.labels,
     response_model=DividendOut,
 )
 def pay_dividend(request: Request, body: DividendIn) -> JSONResponse:
@@ -186,13 +174,14 @@ def pay_dividend(request: Request, body: DividendIn) -> JSONResponse:
         view=lambda s, dividend_id: dividend_view(
             s, get_or_404(s, Dividend, dividend_id, "dividend")
         ),
+        native=DECLARE_DIVIDEND.native,
     )
 
 
 @router.post(
     "/dividends/{dividend_id}/resume",
     operation_id="resume_dividend",
-    openapi_extra=effect_meta("dividend.resume", "set", ["dividend_id"]),
+    openapi_extra=RESUME_DIVIDEND.labels,
     response_model=DividendOut,
 )
 def resume_dividend(request: Request, dividend_id: PathId) -> dict[str, Any]:
@@ -258,14 +247,7 @@ def _create_table(s: Session, name: str, columns: list[dict[str, str]], key: str
     """The DDL, with the commit row of the schema change it is: the first transaction."""
     _check_unapplied(s, name)  # reads: they run before SQLite's transaction begins
     try:
-        record_commit(
-            s,
-            op="migration.apply",
-            effect_class="create_unique",
-            identity={"name": name, "columns": columns},
-            args={"name": name, "columns": columns},
-            key=key,
-        )
+        APPLY_MIGRATION.commit(s, {"name": name, "columns": columns}, key)
         s.flush()  # the INSERT opens the SQLite transaction the DDL then joins
         schema.create_table(s, name, columns)
     except OperationalError as exc:  # created concurrently since the check
@@ -284,16 +266,11 @@ def _record_applied(s: Session, name: str, columns: list[dict[str, str]]) -> dic
     return row(m)
 
 
-#: The migration and the table it creates: a name applied with other columns is another
-#: schema change.
-MIGRATION_IDENTITY = ["name", "columns"]
-
-
 @router.post(
     "/migrations",
     operation_id="apply_migration",
     status_code=201,
-    openapi_extra=effect_meta("migration.apply", "create_unique", MIGRATION_IDENTITY, "constraint"),
+    openapi_extra=APPLY_MIGRATION.labels,
     response_model=MigrationOut,
 )
 def apply_migration(request: Request, body: MigrationIn) -> JSONResponse:
@@ -307,13 +284,14 @@ def apply_migration(request: Request, body: MigrationIn) -> JSONResponse:
         start=lambda s, key: _create_table(s, body.name, columns, key),
         advance=lambda _: maybe_crash(request, "migration.after_ddl"),
         view=lambda s, _: _record_applied(s, body.name, columns),
+        native=APPLY_MIGRATION.native,
     )
 
 
 @router.post(
     "/migrations/{name}/repair",
     operation_id="repair_migration",
-    openapi_extra=effect_meta("migration.repair", "set", ["name"]),
+    openapi_extra=REPAIR_MIGRATION.labels,
     response_model=MigrationOut,
 )
 def repair_migration(request: Request, name: MigrationName) -> JSONResponse:
@@ -332,17 +310,14 @@ def repair_migration(request: Request, name: MigrationName) -> JSONResponse:
                     f"No table {table}: nothing to repair; apply the migration instead",
                 )
             m = _catalog(s, name, columns, repaired=True)
-            record_commit(
-                s,
-                op="migration.repair",
-                effect_class="set",
-                identity={"name": name},
-                args={"name": name, "columns": columns},
-                key=key,
-            )
+            REPAIR_MIGRATION.commit(s, {"name": name, "columns": columns}, key)
             s.flush()
         return 200, row(m)
 
     return run_mutation(
-        request, route="repair_migration", native=False, payload={"name": name}, apply=apply
+        request,
+        route="repair_migration",
+        native=REPAIR_MIGRATION.native,
+        payload={"name": name},
+        apply=apply,
     )

@@ -12,18 +12,17 @@ from fastapi import APIRouter, Request
 from fastapi.responses import JSONResponse
 from pydantic import BaseModel, Field, field_validator
 from sqlalchemy import select
-from sqlalchemy.exc import IntegrityError
 from sqlalchemy.orm import Session
 
 from .._service.kit import (
+    Effect,
     Id,
     PathId,
-    effect_meta,
     error,
+    flush_or_409,
     get_or_404,
     new_id,
     now,
-    record_commit,
     row,
     run_mutation,
 )
@@ -33,6 +32,15 @@ from .models import Account, Order
 router = APIRouter(prefix="/v1")
 MAX_DELTA = 10_000_000
 MAX_TOTAL = 100_000_000
+
+#: Which account moves by how much: the memo is free text, and a re-sent adjustment with a
+#: reworded memo moves the balance twice all the same.
+ADJUST_BALANCE = Effect("account.adjust", "additive", ("account_id", "delta"))
+SET_TIER = Effect("account.tier", "set", ("account_id", "tier"))
+#: The unique order number and what it records (whose order, for how much).
+CREATE_ORDER = Effect(
+    "order.create", "create_unique", ("order_number", "account_id", "total"), "constraint"
+)
 
 
 class AdjustmentIn(BaseModel):
@@ -51,16 +59,13 @@ class AdjustmentIn(BaseModel):
     "/accounts/{account_id}/adjustments",
     operation_id="adjust_balance",
     status_code=201,
-    openapi_extra=effect_meta("account.adjust", "additive", ["account_id", "delta"]),
+    openapi_extra=ADJUST_BALANCE.labels,
     response_model=AdjustmentOut,
 )
 def adjust_balance(request: Request, account_id: PathId, body: AdjustmentIn) -> JSONResponse:
     """Add `delta` cents (negative to debit) to an account's balance. Not idempotent: every
     call is a new adjustment. A debit that would overdraw the account is refused (402)."""
-    # Which account moves by how much: the memo is free text, and a re-sent adjustment
-    # with a reworded memo moves the balance twice all the same.
-    identity = {"account_id": account_id, "delta": body.delta}
-    args = {**identity, "memo": body.memo}
+    args = {"account_id": account_id, "delta": body.delta, "memo": body.memo}
 
     def apply(s: Session, key: str | None) -> tuple[int, Any]:
         acct = apply_delta(s, account_id, body.delta)
@@ -72,18 +77,13 @@ def adjust_balance(request: Request, account_id: PathId, body: AdjustmentIn) -> 
             amount=body.delta,
             detail={"balance_after": acct.balance},
         )
-        record_commit(
-            s,
-            op="account.adjust",
-            effect_class="additive",
-            identity=identity,
-            args=args,
-            key=key,
-        )
+        ADJUST_BALANCE.commit(s, args, key)
         s.flush()
         return 201, {"account": row(acct), "audit": row(entry)}
 
-    return run_mutation(request, route="adjust_balance", native=False, payload=args, apply=apply)
+    return run_mutation(
+        request, route="adjust_balance", native=ADJUST_BALANCE.native, payload=args, apply=apply
+    )
 
 
 class TierIn(BaseModel):
@@ -93,25 +93,23 @@ class TierIn(BaseModel):
 @router.put(
     "/accounts/{account_id}/tier",
     operation_id="set_account_tier",
-    openapi_extra=effect_meta("account.tier", "set", ["account_id", "tier"]),
+    openapi_extra=SET_TIER.labels,
     response_model=AccountOut,
 )
 def set_account_tier(request: Request, account_id: PathId, body: TierIn) -> JSONResponse:
     """Set an account's tier (bronze, silver, gold, platinum). Setting it again is harmless."""
-    identity = {"account_id": account_id, "tier": body.tier}
+    args = {"account_id": account_id, "tier": body.tier}
 
     def apply(s: Session, key: str | None) -> tuple[int, Any]:
         acct = get_or_404(s, Account, account_id, "account")
         previous, acct.tier = acct.tier, body.tier
         detail = {"from": previous, "to": body.tier}
         audit(s, "account.tier", account_id=account_id, ref=body.tier, detail=detail)
-        record_commit(
-            s, op="account.tier", effect_class="set", identity=identity, args=identity, key=key
-        )
+        SET_TIER.commit(s, args, key)
         return 200, row(acct)
 
     return run_mutation(
-        request, route="set_account_tier", native=False, payload=identity, apply=apply
+        request, route="set_account_tier", native=SET_TIER.native, payload=args, apply=apply
     )
 
 
@@ -121,19 +119,16 @@ class OrderIn(BaseModel):
     total: int = Field(strict=True, gt=0, le=MAX_TOTAL)
 
 
-#: The unique order number and what it records (whose order, for how much).
-ORDER_IDENTITY = ["order_number", "account_id", "total"]
-
-
 @router.post(
     "/orders",
     operation_id="create_order",
     status_code=201,
-    openapi_extra=effect_meta("order.create", "create_unique", ORDER_IDENTITY, "constraint"),
+    openapi_extra=CREATE_ORDER.labels,
     response_model=OrderOut,
 )
 def create_order(request: Request, body: OrderIn) -> JSONResponse:
     """Create an order; the order number is unique, so a repeat is refused with 409."""
+    args = body.model_dump()
 
     def apply(s: Session, key: str | None) -> tuple[int, Any]:
         found = s.scalar(select(Order).where(Order.order_number == body.order_number))
@@ -157,20 +152,10 @@ def create_order(request: Request, body: OrderIn) -> JSONResponse:
         audit(
             s, "order.create", account_id=body.account_id, ref=body.order_number, amount=body.total
         )
-        record_commit(
-            s,
-            op="order.create",
-            effect_class="create_unique",
-            identity=body.model_dump(include=set(ORDER_IDENTITY)),
-            args=body.model_dump(),
-            key=key,
-        )
-        try:
-            s.flush()
-        except IntegrityError as exc:  # a concurrent create won the unique constraint
-            raise error(409, "resource_exists", f"Order {body.order_number} exists") from exc
+        CREATE_ORDER.commit(s, args, key)
+        flush_or_409(s, f"Order {body.order_number} exists")
         return 201, row(o)
 
     return run_mutation(
-        request, route="create_order", native=False, payload=body.model_dump(), apply=apply
+        request, route="create_order", native=CREATE_ORDER.native, payload=args, apply=apply
     )

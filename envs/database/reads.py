@@ -7,7 +7,7 @@ from typing import Any
 from fastapi import APIRouter, Query
 from sqlalchemy import select
 
-from .._service.kit import READ_ONLY, DbSession, PathId, error, get_or_404, row
+from .._service.kit import DbSession, PathId, error, filtered, get_or_404, read_route, row
 from . import schema
 from .common import (
     TIER_PATTERN,
@@ -26,28 +26,16 @@ from .models import Account, Audit, Dividend, Migration, Order, Shareholding
 router = APIRouter(prefix="/v1")
 
 
-@router.get(
-    "/accounts",
-    operation_id="list_accounts",
-    openapi_extra=READ_ONLY,
-    response_model=list[AccountOut],
-)
+@read_route(router, "/accounts", "list_accounts", list[AccountOut])
 def list_accounts(
     s: DbSession, tier: str | None = Query(None, pattern=TIER_PATTERN)
 ) -> list[dict[str, Any]]:
     """List accounts with their balances (cents) and tiers, optionally by tier."""
     q = select(Account).order_by(Account.id)
-    if tier:
-        q = q.where(Account.tier == tier)
-    return [row(a) for a in s.scalars(q)]
+    return [row(a) for a in s.scalars(filtered(q, (Account.tier, tier)))]
 
 
-@router.get(
-    "/accounts/{account_id}",
-    operation_id="get_account",
-    openapi_extra=READ_ONLY,
-    response_model=AccountDetailOut,
-)
+@read_route(router, "/accounts/{account_id}", "get_account", AccountDetailOut)
 def get_account(s: DbSession, account_id: PathId) -> dict[str, Any]:
     """Retrieve one account with its shareholdings."""
     acct = get_or_404(s, Account, account_id, "account")
@@ -56,41 +44,25 @@ def get_account(s: DbSession, account_id: PathId) -> dict[str, Any]:
     return {**row(acct), "shareholdings": holdings}
 
 
-@router.get(
-    "/shareholdings",
-    operation_id="list_shareholdings",
-    openapi_extra=READ_ONLY,
-    response_model=list[ShareholdingOut],
-)
+@read_route(router, "/shareholdings", "list_shareholdings", list[ShareholdingOut])
 def list_shareholdings(
     s: DbSession, share_class: str | None = Query(None, max_length=32)
 ) -> list[dict[str, Any]]:
     """List who holds how many shares, optionally for one share class."""
     q = select(Shareholding).order_by(Shareholding.share_class, Shareholding.account_id)
-    if share_class:
-        q = q.where(Shareholding.share_class == share_class)
-    return [row(h) for h in s.scalars(q)]
+    return [row(h) for h in s.scalars(filtered(q, (Shareholding.share_class, share_class)))]
 
 
-@router.get(
-    "/orders", operation_id="list_orders", openapi_extra=READ_ONLY, response_model=list[OrderOut]
-)
+@read_route(router, "/orders", "list_orders", list[OrderOut])
 def list_orders(
     s: DbSession, account_id: str | None = Query(None, max_length=64)
 ) -> list[dict[str, Any]]:
     """List orders, optionally for one account."""
     q = select(Order).order_by(Order.created, Order.order_number)
-    if account_id:
-        q = q.where(Order.account_id == account_id)
-    return [row(o) for o in s.scalars(q)]
+    return [row(o) for o in s.scalars(filtered(q, (Order.account_id, account_id)))]
 
 
-@router.get(
-    "/orders/{order_number}",
-    operation_id="get_order",
-    openapi_extra=READ_ONLY,
-    response_model=OrderOut,
-)
+@read_route(router, "/orders/{order_number}", "get_order", OrderOut)
 def get_order(s: DbSession, order_number: PathId) -> dict[str, Any]:
     """Retrieve one order by its order number."""
     o = s.scalar(select(Order).where(Order.order_number == order_number))
@@ -99,34 +71,22 @@ def get_order(s: DbSession, order_number: PathId) -> dict[str, Any]:
     return row(o)
 
 
-@router.get(
-    "/dividends",
-    operation_id="list_dividends",
-    openapi_extra=READ_ONLY,
-    response_model=list[DividendOut],
-)
+@read_route(router, "/dividends", "list_dividends", list[DividendOut])
 def list_dividends(
     s: DbSession, reference: str | None = Query(None, max_length=64)
 ) -> list[dict[str, Any]]:
     """List dividends with their credits, optionally by reference."""
     q = select(Dividend).order_by(Dividend.created, Dividend.id)
-    if reference:
-        q = q.where(Dividend.reference == reference)
-    return [dividend_view(s, d) for d in s.scalars(q)]
+    return [dividend_view(s, d) for d in s.scalars(filtered(q, (Dividend.reference, reference)))]
 
 
-@router.get(
-    "/migrations",
-    operation_id="list_migrations",
-    openapi_extra=READ_ONLY,
-    response_model=list[MigrationOut],
-)
+@read_route(router, "/migrations", "list_migrations", list[MigrationOut])
 def list_migrations(s: DbSession) -> list[dict[str, Any]]:
     """List the migration catalog (db_migrations)."""
     return [row(m) for m in s.scalars(select(Migration).order_by(Migration.applied))]
 
 
-@router.get("/schema", operation_id="get_schema", openapi_extra=READ_ONLY, response_model=SchemaOut)
+@read_route(router, "/schema", "get_schema", SchemaOut)
 def get_schema(s: DbSession) -> dict[str, Any]:
     """The ext_ tables that exist, with their columns and whether the migration catalog
     records each one (a table that is not cataloged is a half-applied migration)."""
@@ -140,9 +100,7 @@ def get_schema(s: DbSession) -> dict[str, Any]:
     return {"tables": out}
 
 
-@router.get(
-    "/audit", operation_id="list_audit", openapi_extra=READ_ONLY, response_model=list[AuditOut]
-)
+@read_route(router, "/audit", "list_audit", list[AuditOut])
 def list_audit(
     s: DbSession,
     account_id: str | None = Query(None, max_length=64),
@@ -151,8 +109,5 @@ def list_audit(
 ) -> list[dict[str, Any]]:
     """The audit trail, oldest first, optionally for one account or action."""
     q = select(Audit).order_by(Audit.seq)
-    if account_id:
-        q = q.where(Audit.account_id == account_id)
-    if action:
-        q = q.where(Audit.action == action)
+    q = filtered(q, (Audit.account_id, account_id), (Audit.action, action))
     return [row(a) for a in s.scalars(q.limit(limit))]

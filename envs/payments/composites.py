@@ -13,20 +13,26 @@ from sqlalchemy import select
 from sqlalchemy.orm import Session
 
 from .._service.kit import (
-    effect_meta,
+    Effect,
     error,
     get_ctx,
     get_or_404,
     maybe_crash,
     new_id,
     now,
-    record_commit,
     run_composite,
 )
 from .common import Currency, PayoutOut, debit, payout_view
 from .models import Balance, Payout, Transfer
 
 router = APIRouter(prefix="/v1")
+
+#: Who is paid how much in which currency; the reference is the caller's label, and a
+#: re-sent payout under another reference pays every recipient again.
+CREATE_PAYOUT = Effect("payout.create", "additive", ("currency", "recipients"))
+#: One recipient paid: written by the payout's steps, so it has no route of its own.
+PAY_TRANSFER = Effect("payout.transfer", "additive", ("account", "amount", "currency"))
+RESUME_PAYOUT = Effect("payout.resume", "set", ("payout_id",))
 
 
 class Recipient(BaseModel):
@@ -46,11 +52,6 @@ def _recipients_key(recipients: list[dict[str, Any]]) -> list[dict[str, Any]]:
         ({"account": r["account"], "amount": r["amount"]} for r in recipients),
         key=lambda r: str(r["account"]),
     )
-
-
-#: Who is paid how much in which currency; the reference is the caller's label, and a
-#: re-sent payout under another reference pays every recipient again.
-PAYOUT_IDENTITY = ["currency", "recipients"]
 
 
 def _pay_transfers(request: Request, payout_id: str, resume: bool) -> None:
@@ -83,26 +84,15 @@ def _pay_transfers(request: Request, payout_id: str, resume: bool) -> None:
                     created=now(s),
                 )
             )
-            record_commit(
-                s,
-                op="payout.transfer",
-                effect_class="additive",
-                identity={"account": rec["account"], "amount": rec["amount"], "currency": currency},
-                args={"payout_id": payout_id, **rec},
-            )
+            identity = {"account": rec["account"], "amount": rec["amount"], "currency": currency}
+            PAY_TRANSFER.commit(s, {"payout_id": payout_id, **rec}, None, identity)
     with Session(engine) as s, s.begin():
         p = get_or_404(s, Payout, payout_id, "payout")
         if p.status == "paid":
             return
         p.status = "paid"
         if resume:
-            record_commit(
-                s,
-                op="payout.resume",
-                effect_class="set",
-                identity={"payout_id": payout_id},
-                args={"payout_id": payout_id},
-            )
+            RESUME_PAYOUT.commit(s, {"payout_id": payout_id}, None)
 
 
 def _open_payout(s: Session, body: PayoutIn, key: str | None) -> str:
@@ -121,14 +111,8 @@ def _open_payout(s: Session, body: PayoutIn, key: str | None) -> str:
         created=now(s),
     )
     s.add(p)
-    record_commit(
-        s,
-        op="payout.create",
-        effect_class="additive",
-        identity={"currency": body.currency, "recipients": _recipients_key(recipients)},
-        args=body.model_dump(),
-        key=key,
-    )
+    identity = {"currency": body.currency, "recipients": _recipients_key(recipients)}
+    CREATE_PAYOUT.commit(s, body.model_dump(), key, identity)
     return p.id
 
 
@@ -136,7 +120,7 @@ def _open_payout(s: Session, body: PayoutIn, key: str | None) -> str:
     "/payouts",
     operation_id="create_payout",
     status_code=201,
-    openapi_extra=effect_meta("payout.create", "additive", PAYOUT_IDENTITY, "none"),
+    openapi_extra=CREATE_PAYOUT.labels,
     response_model=PayoutOut,
 )
 def create_payout(request: Request, body: PayoutIn) -> JSONResponse:
@@ -152,13 +136,14 @@ def create_payout(request: Request, body: PayoutIn) -> JSONResponse:
         start=lambda s, key: _open_payout(s, body, key),
         advance=lambda payout_id: _pay_transfers(request, payout_id, resume=False),
         view=lambda s, payout_id: payout_view(s, get_or_404(s, Payout, payout_id, "payout")),
+        native=CREATE_PAYOUT.native,
     )
 
 
 @router.post(
     "/payouts/{payout_id}/resume",
     operation_id="resume_payout",
-    openapi_extra=effect_meta("payout.resume", "set", ["payout_id"], "none"),
+    openapi_extra=RESUME_PAYOUT.labels,
     response_model=PayoutOut,
 )
 def resume_payout(request: Request, payout_id: str) -> dict[str, Any]:

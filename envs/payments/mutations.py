@@ -15,14 +15,13 @@ from sqlalchemy import select
 from sqlalchemy.orm import Session
 
 from .._service.kit import (
+    Effect,
     Id,
     KeyHeader,
-    effect_meta,
     error,
     get_or_404,
     new_id,
     now,
-    record_commit,
     row,
     run_mutation,
     seed_of,
@@ -43,6 +42,23 @@ from .models import Charge, Customer, Invoice, Refund, Subscription, Wire
 
 router = APIRouter(prefix="/v1")
 
+CREATE_CUSTOMER = Effect("customer.create", "create_unique", ("email",), "constraint")
+#: Who is charged how much: the description is free text, and a re-sent charge with a
+#: reworded description charges the customer twice all the same.
+CREATE_CHARGE = Effect("charge.create", "additive", ("customer_id", "amount", "currency"), "native")
+CREATE_REFUND = Effect(
+    "refund.create", "additive", ("charge_id", "amount"), "native", compensation=True
+)
+RENEW_SUBSCRIPTION = Effect("subscription.renew", "additive", ("subscription_id",))
+SET_SUBSCRIPTION_STATUS = Effect("subscription.status", "set", ("subscription_id", "status"))
+#: Where the money goes and how much, in which currencies; the quote is a means to it.
+SEND_WIRE = Effect(
+    "wire.send",
+    "irreversible_send",
+    ("beneficiary_iban", "amount", "source_currency", "target_currency"),
+    "native",
+)
+
 
 class CustomerIn(BaseModel):
     email: str = Field(min_length=3, max_length=255, pattern=r"^[^@\s]+@[^@\s]+$")
@@ -53,31 +69,45 @@ class CustomerIn(BaseModel):
     "/customers",
     operation_id="create_customer",
     status_code=201,
-    openapi_extra=effect_meta("customer.create", "create_unique", ["email"], "constraint"),
+    openapi_extra=CREATE_CUSTOMER.labels,
     response_model=CustomerOut,
 )
 def create_customer(request: Request, body: CustomerIn) -> JSONResponse:
     """Create a customer; the email must be unique."""
+    args = body.model_dump()
 
     def apply(s: Session, key: str | None) -> tuple[int, Any]:
         if s.scalar(select(Customer).where(Customer.email == body.email)) is not None:
             raise error(409, "resource_exists", f"A customer with email {body.email} exists")
         c = Customer(id=new_id(s, "cus"), email=body.email, name=body.name, created=now(s))
         s.add(c)
-        record_commit(
-            s,
-            op="customer.create",
-            effect_class="create_unique",
-            identity={"email": body.email},
-            args=body.model_dump(),
-            key=key,
-        )
+        CREATE_CUSTOMER.commit(s, args, key)
         s.flush()
         return 201, row(c)
 
     return run_mutation(
-        request, route="create_customer", native=False, payload=body.model_dump(), apply=apply
+        request, route="create_customer", native=CREATE_CUSTOMER.native, payload=args, apply=apply
     )
+
+
+def _book_charge(
+    s: Session, customer_id: str, amount: int, currency: str, description: str, created: str
+) -> Charge:
+    """A succeeded charge, its amount credited to the platform balance: what a charge and a
+    subscription renewal both book."""
+    ch = Charge(
+        id=new_id(s, "ch"),
+        customer_id=customer_id,
+        amount=amount,
+        currency=currency,
+        description=description,
+        amount_refunded=0,
+        status="succeeded",
+        created=created,
+    )
+    s.add(ch)
+    credit(s, currency, amount)
+    return ch
 
 
 class ChargeIn(BaseModel):
@@ -87,50 +117,28 @@ class ChargeIn(BaseModel):
     description: str = Field(min_length=1, max_length=255)
 
 
-#: Who is charged how much: the description is free text, and a re-sent charge with a
-#: reworded description charges the customer twice all the same.
-CHARGE_IDENTITY = ["customer_id", "amount", "currency"]
-
-
 @router.post(
     "/charges",
     operation_id="create_charge",
     status_code=201,
-    openapi_extra=effect_meta("charge.create", "additive", CHARGE_IDENTITY, "native"),
+    openapi_extra=CREATE_CHARGE.labels,
     response_model=ChargeOut,
 )
 def create_charge(
     request: Request, body: ChargeIn, idempotency_key: KeyHeader = None
 ) -> JSONResponse:
     """Charge a customer. Accepts an Idempotency-Key header."""
+    args = body.model_dump()
 
     def apply(s: Session, key: str | None) -> tuple[int, Any]:
         get_or_404(s, Customer, body.customer_id, "customer")
-        ch = Charge(
-            id=new_id(s, "ch"),
-            customer_id=body.customer_id,
-            amount=body.amount,
-            currency=body.currency,
-            description=body.description,
-            amount_refunded=0,
-            status="succeeded",
-            created=now(s),
-        )
-        s.add(ch)
-        credit(s, body.currency, body.amount)
-        record_commit(
-            s,
-            op="charge.create",
-            effect_class="additive",
-            identity=body.model_dump(include=set(CHARGE_IDENTITY)),
-            args=body.model_dump(),
-            key=key,
-        )
+        ch = _book_charge(s, body.customer_id, body.amount, body.currency, body.description, now(s))
+        CREATE_CHARGE.commit(s, args, key)
         s.flush()
         return 201, row(ch)
 
     return run_mutation(
-        request, route="create_charge", native=True, payload=body.model_dump(), apply=apply
+        request, route="create_charge", native=CREATE_CHARGE.native, payload=args, apply=apply
     )
 
 
@@ -144,15 +152,14 @@ class RefundIn(BaseModel):
     "/refunds",
     operation_id="create_refund",
     status_code=201,
-    openapi_extra=effect_meta(
-        "refund.create", "additive", ["charge_id", "amount"], "native", compensation=True
-    ),
+    openapi_extra=CREATE_REFUND.labels,
     response_model=RefundOut,
 )
 def create_refund(
     request: Request, body: RefundIn, idempotency_key: KeyHeader = None
 ) -> JSONResponse:
     """Refund part or all of a charge. Accepts an Idempotency-Key header."""
+    args = body.model_dump()
 
     def apply(s: Session, key: str | None) -> tuple[int, Any]:
         ch = get_or_404(s, Charge, body.charge_id, "charge")
@@ -174,31 +181,24 @@ def create_refund(
             created=now(s),
         )
         s.add(r)
-        record_commit(
-            s,
-            op="refund.create",
-            effect_class="additive",
-            identity={"charge_id": body.charge_id, "amount": body.amount},
-            args=body.model_dump(),
-            key=key,
-            compensation=True,
-        )
+        CREATE_REFUND.commit(s, args, key)
         s.flush()
         return 201, row(r)
 
     return run_mutation(
-        request, route="create_refund", native=True, payload=body.model_dump(), apply=apply
+        request, route="create_refund", native=CREATE_REFUND.native, payload=args, apply=apply
     )
 
 
 @router.post(
     "/subscriptions/{subscription_id}/renew",
     operation_id="renew_subscription",
-    openapi_extra=effect_meta("subscription.renew", "additive", ["subscription_id"], "none"),
+    openapi_extra=RENEW_SUBSCRIPTION.labels,
     response_model=RenewalOut,
 )
 def renew_subscription(request: Request, subscription_id: str) -> JSONResponse:
     """Bill the next period of a subscription: creates an invoice and a charge."""
+    args = {"subscription_id": subscription_id}
 
     def apply(s: Session, key: str | None) -> tuple[int, Any]:
         sub = get_or_404(s, Subscription, subscription_id, "subscription")
@@ -206,18 +206,8 @@ def renew_subscription(request: Request, subscription_id: str) -> JSONResponse:
             raise error(400, "subscription_inactive", f"Subscription is {sub.status}")
         sub.period += 1
         billed = now(s)  # the invoice and the charge it bills carry the same time
-        ch = Charge(
-            id=new_id(s, "ch"),
-            customer_id=sub.customer_id,
-            amount=sub.amount,
-            currency=sub.currency,
-            description=f"Subscription {sub.id} period {sub.period}",
-            amount_refunded=0,
-            status="succeeded",
-            created=billed,
-        )
-        s.add(ch)
-        credit(s, sub.currency, sub.amount)
+        description = f"Subscription {sub.id} period {sub.period}"
+        ch = _book_charge(s, sub.customer_id, sub.amount, sub.currency, description, billed)
         inv = Invoice(
             id=new_id(s, "in"),
             subscription_id=sub.id,
@@ -227,22 +217,15 @@ def renew_subscription(request: Request, subscription_id: str) -> JSONResponse:
             created=billed,
         )
         s.add(inv)
-        record_commit(
-            s,
-            op="subscription.renew",
-            effect_class="additive",
-            identity={"subscription_id": subscription_id},
-            args={"subscription_id": subscription_id},
-            key=key,
-        )
+        RENEW_SUBSCRIPTION.commit(s, args, key)
         s.flush()
         return 200, {"subscription": row(sub), "invoice": row(inv)}
 
     return run_mutation(
         request,
         route="renew_subscription",
-        native=False,
-        payload={"subscription_id": subscription_id},
+        native=RENEW_SUBSCRIPTION.native,
+        payload=args,
         apply=apply,
     )
 
@@ -254,7 +237,7 @@ class SubscriptionStatusIn(BaseModel):
 @router.put(
     "/subscriptions/{subscription_id}/status",
     operation_id="set_subscription_status",
-    openapi_extra=effect_meta("subscription.status", "set", ["subscription_id", "status"], "none"),
+    openapi_extra=SET_SUBSCRIPTION_STATUS.labels,
     response_model=SubscriptionOut,
 )
 def set_subscription_status(
@@ -265,20 +248,14 @@ def set_subscription_status(
     def apply(s: Session, key: str | None) -> tuple[int, Any]:
         sub = get_or_404(s, Subscription, subscription_id, "subscription")
         sub.status = body.status
-        record_commit(
-            s,
-            op="subscription.status",
-            effect_class="set",
-            identity={"subscription_id": subscription_id, "status": body.status},
-            args=body.model_dump(),
-            key=key,
-        )
+        identity = {"subscription_id": subscription_id, "status": body.status}
+        SET_SUBSCRIPTION_STATUS.commit(s, body.model_dump(), key, identity)
         return 200, row(sub)
 
     return run_mutation(
         request,
         route="set_subscription_status",
-        native=False,
+        native=SET_SUBSCRIPTION_STATUS.native,
         payload={"id": subscription_id, **body.model_dump()},
         apply=apply,
     )
@@ -292,19 +269,16 @@ class WireIn(BaseModel):
     target_currency: Currency
 
 
-#: Where the money goes and how much, in which currencies; the quote is a means to it.
-WIRE_IDENTITY = ["beneficiary_iban", "amount", "source_currency", "target_currency"]
-
-
 @router.post(
     "/wires",
     operation_id="create_wire",
     status_code=201,
-    openapi_extra=effect_meta("wire.send", "irreversible_send", WIRE_IDENTITY, "native"),
+    openapi_extra=SEND_WIRE.labels,
     response_model=WireOut,
 )
 def create_wire(request: Request, body: WireIn, idempotency_key: KeyHeader = None) -> JSONResponse:
     """Send a cross-border wire at a quoted rate. Irreversible. Accepts an Idempotency-Key."""
+    args = body.model_dump()
 
     def apply(s: Session, key: str | None) -> tuple[int, Any]:
         seed = seed_of(s)
@@ -325,17 +299,10 @@ def create_wire(request: Request, body: WireIn, idempotency_key: KeyHeader = Non
             created=now(s),
         )
         s.add(w)
-        record_commit(
-            s,
-            op="wire.send",
-            effect_class="irreversible_send",
-            identity=body.model_dump(include=set(WIRE_IDENTITY)),
-            args=body.model_dump(),
-            key=key,
-        )
+        SEND_WIRE.commit(s, args, key)
         s.flush()
         return 201, row(w)
 
     return run_mutation(
-        request, route="create_wire", native=True, payload=body.model_dump(), apply=apply
+        request, route="create_wire", native=SEND_WIRE.native, payload=args, apply=apply
     )

@@ -7,7 +7,7 @@ from typing import Any
 from fastapi import APIRouter, Query
 from sqlalchemy import select
 
-from .._service.kit import READ_ONLY, DbSession, get_or_404, row, seed_of
+from .._service.kit import DbSession, filtered, get_or_404, read_route, row, seed_of
 from .common import (
     CURRENCY_PATTERN,
     ChargeOut,
@@ -26,124 +26,76 @@ from .models import Balance, Charge, Customer, Invoice, Payout, Refund, Subscrip
 router = APIRouter(prefix="/v1")
 
 
-@router.get(
-    "/customers",
-    operation_id="list_customers",
-    openapi_extra=READ_ONLY,
-    response_model=list[CustomerOut],
-)
+@read_route(router, "/customers", "list_customers", list[CustomerOut])
 def list_customers(
     s: DbSession, email: str | None = Query(None, max_length=255)
 ) -> list[dict[str, Any]]:
     """List customers, optionally filtered by email."""
     q = select(Customer).order_by(Customer.id)
-    if email:
-        q = q.where(Customer.email == email)
-    return [row(c) for c in s.scalars(q)]
+    return [row(c) for c in s.scalars(filtered(q, (Customer.email, email)))]
 
 
-@router.get(
-    "/customers/{customer_id}",
-    operation_id="get_customer",
-    openapi_extra=READ_ONLY,
-    response_model=CustomerOut,
-)
+@read_route(router, "/customers/{customer_id}", "get_customer", CustomerOut)
 def get_customer(s: DbSession, customer_id: str) -> dict[str, Any]:
     """Retrieve one customer."""
     return row(get_or_404(s, Customer, customer_id, "customer"))
 
 
-@router.get(
-    "/charges", operation_id="list_charges", openapi_extra=READ_ONLY, response_model=list[ChargeOut]
-)
+@read_route(router, "/charges", "list_charges", list[ChargeOut])
 def list_charges(
     s: DbSession, customer_id: str | None = Query(None, max_length=64)
 ) -> list[dict[str, Any]]:
     """List charges, optionally for one customer."""
     q = select(Charge).order_by(Charge.created, Charge.id)
-    if customer_id:
-        q = q.where(Charge.customer_id == customer_id)
-    return [row(c) for c in s.scalars(q)]
+    return [row(c) for c in s.scalars(filtered(q, (Charge.customer_id, customer_id)))]
 
 
-@router.get(
-    "/charges/{charge_id}",
-    operation_id="get_charge",
-    openapi_extra=READ_ONLY,
-    response_model=ChargeOut,
-)
+@read_route(router, "/charges/{charge_id}", "get_charge", ChargeOut)
 def get_charge(s: DbSession, charge_id: str) -> dict[str, Any]:
     """Retrieve one charge."""
     return row(get_or_404(s, Charge, charge_id, "charge"))
 
 
-@router.get(
-    "/refunds", operation_id="list_refunds", openapi_extra=READ_ONLY, response_model=list[RefundOut]
-)
+@read_route(router, "/refunds", "list_refunds", list[RefundOut])
 def list_refunds(
     s: DbSession, charge_id: str | None = Query(None, max_length=64)
 ) -> list[dict[str, Any]]:
     """List refunds, optionally for one charge."""
     q = select(Refund).order_by(Refund.created, Refund.id)
-    if charge_id:
-        q = q.where(Refund.charge_id == charge_id)
-    return [row(r) for r in s.scalars(q)]
+    return [row(r) for r in s.scalars(filtered(q, (Refund.charge_id, charge_id)))]
 
 
-@router.get(
-    "/subscriptions/{subscription_id}",
-    operation_id="get_subscription",
-    openapi_extra=READ_ONLY,
-    response_model=SubscriptionOut,
-)
+@read_route(router, "/subscriptions/{subscription_id}", "get_subscription", SubscriptionOut)
 def get_subscription(s: DbSession, subscription_id: str) -> dict[str, Any]:
     """Retrieve one subscription."""
     return row(get_or_404(s, Subscription, subscription_id, "subscription"))
 
 
-@router.get(
-    "/invoices",
-    operation_id="list_invoices",
-    openapi_extra=READ_ONLY,
-    response_model=list[InvoiceOut],
-)
+@read_route(router, "/invoices", "list_invoices", list[InvoiceOut])
 def list_invoices(
     s: DbSession, subscription_id: str | None = Query(None, max_length=64)
 ) -> list[dict[str, Any]]:
     """List invoices, optionally for one subscription."""
     q = select(Invoice).order_by(Invoice.created, Invoice.id)
-    if subscription_id:
-        q = q.where(Invoice.subscription_id == subscription_id)
-    return [row(i) for i in s.scalars(q)]
+    return [row(i) for i in s.scalars(filtered(q, (Invoice.subscription_id, subscription_id)))]
 
 
-@router.get(
-    "/payouts", operation_id="list_payouts", openapi_extra=READ_ONLY, response_model=list[PayoutOut]
-)
+@read_route(router, "/payouts", "list_payouts", list[PayoutOut])
 def list_payouts(
     s: DbSession, reference: str | None = Query(None, max_length=64)
 ) -> list[dict[str, Any]]:
     """List payouts with their transfers, optionally by reference."""
     q = select(Payout).order_by(Payout.created, Payout.id)
-    if reference:
-        q = q.where(Payout.reference == reference)
-    return [payout_view(s, p) for p in s.scalars(q)]
+    return [payout_view(s, p) for p in s.scalars(filtered(q, (Payout.reference, reference)))]
 
 
-@router.get(
-    "/payouts/{payout_id}",
-    operation_id="get_payout",
-    openapi_extra=READ_ONLY,
-    response_model=PayoutOut,
-)
+@read_route(router, "/payouts/{payout_id}", "get_payout", PayoutOut)
 def get_payout(s: DbSession, payout_id: str) -> dict[str, Any]:
     """Retrieve one payout with its transfers."""
     return payout_view(s, get_or_404(s, Payout, payout_id, "payout"))
 
 
-@router.get(
-    "/fx/quote", operation_id="get_fx_quote", openapi_extra=READ_ONLY, response_model=FxQuoteOut
-)
+@read_route(router, "/fx/quote", "get_fx_quote", FxQuoteOut)
 def get_fx_quote(
     s: DbSession,
     source: str = Query(pattern=CURRENCY_PATTERN),
@@ -163,15 +115,13 @@ def get_fx_quote(
     }
 
 
-@router.get(
-    "/wires", operation_id="list_wires", openapi_extra=READ_ONLY, response_model=list[WireOut]
-)
+@read_route(router, "/wires", "list_wires", list[WireOut])
 def list_wires(s: DbSession) -> list[dict[str, Any]]:
     """List outgoing wire transfers."""
     return [row(w) for w in s.scalars(select(Wire).order_by(Wire.created, Wire.id))]
 
 
-@router.get("/balance", operation_id="get_balance", openapi_extra=READ_ONLY)
+@read_route(router, "/balance", "get_balance", dict[str, int])
 def get_balance(s: DbSession) -> dict[str, int]:
     """Available platform balance per currency."""
     return {b.currency: b.available for b in s.scalars(select(Balance))}
