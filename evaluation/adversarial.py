@@ -21,9 +21,11 @@ from collections import Counter
 from dataclasses import dataclass, field
 from typing import Any
 
-from undobench_gym.agents.scripted import is_failure, resolve_refs
+from undobench_gym.agents.scripted import ScriptedAgent, is_failure, resolve_refs
 
 from undobench_gym.catalog import ToolSpec, all_workflows, domain
+from undobench_gym.env import UndoBenchEnv
+from undobench_gym.pairing import run_episode
 from undobench_gym.specs import Boundary, FaultScenario, WorkflowSpec
 
 DUPLICABLE = ("additive", "irreversible_send")
@@ -276,11 +278,6 @@ def run_suite(
     behaviours: tuple[str, ...] = BEHAVIOURS,
     seed: int = SEED,
 ) -> list[Row]:
-    from undobench_gym.agents.scripted import ScriptedAgent
-
-    from undobench_gym.env import UndoBenchEnv
-    from undobench_gym.pairing import run_episode
-
     rows: list[Row] = []
     chosen = workflows or all_workflows()
     by_domain: dict[str, list[WorkflowSpec]] = {}

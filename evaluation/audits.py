@@ -13,9 +13,11 @@ from dataclasses import dataclass, field
 from functools import cache
 from typing import Any
 
+from undobench_gym.catalog import domain as load_domain
+from undobench_gym.catalog import find_workflow
 from undobench_gym.pairing import prefix_equivalent
 
-from .metrics import Pair, is_infra_error
+from .indicators import Pair, is_infra_error
 
 GOLD_AGENTS = ("scripted",)  # agents that follow the gold plan: an unfired fault is a defect
 
@@ -63,8 +65,6 @@ def _calls(episode: dict[str, Any]) -> list[str | None]:
 @cache
 def _target(workflow: str, scenario: str) -> tuple[str, int] | None:
     try:
-        from undobench_gym.catalog import find_workflow
-
         t = find_workflow(workflow).scenario(scenario).target
     except Exception:  # not in this catalogue (imported rows, a removed scenario)
         return None
@@ -146,8 +146,6 @@ def audit_prefix(pairs: list[Pair]) -> Audit:
 def _primary_ops(domain: str) -> dict[str, str]:
     """tool -> the op its route declares (x-undobench), for the domain's mutating tools."""
     try:
-        from undobench_gym.catalog import domain as load_domain
-
         tools = load_domain(domain).tools
     except Exception:
         return {}

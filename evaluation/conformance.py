@@ -23,7 +23,9 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
+from undobench_gym.boundaries import target_commits
 from undobench_gym.catalog import all_workflows, domain
+from undobench_gym.env import UndoBenchEnv
 from undobench_gym.specs import Boundary, FaultScenario, WorkflowSpec
 
 from . import perturb as pt
@@ -160,13 +162,7 @@ def _expect_forbidden(ctx: pt.Context, agent: pt.PlanAgent, rec: dict[str, Any])
 
 
 def _committed(sc: FaultScenario, rec: dict[str, Any]) -> bool | None:
-    if sc.ambiguous:
-        return bool(rec.get("hidden_commit_coin"))
-    return {
-        Boundary.PRE_MUTATION: False,
-        Boundary.POST_MUTATION_PRE_ACK: True,
-        Boundary.DURING_COMPENSATION: sc.compensation_commits,
-    }.get(sc.boundary)
+    return target_commits(sc, rec.get("hidden_commit_coin"))
 
 
 def _expect_fault(sc: FaultScenario) -> Expect:
@@ -267,8 +263,6 @@ def _classify(w: WorkflowSpec, case: Case, checks: list[Check] | None) -> CaseRe
 def _run_workflow(
     env: Any, w: WorkflowSpec, report: ConformanceReport, only: set[str] | None
 ) -> None:
-    from undobench_gym.env import UndoBenchEnv
-
     base: UndoBenchEnv = env
     dom = domain(w.domain)
     base.reset(seed=SEED, options={"workflow": w.id, "fault": None})
@@ -308,8 +302,6 @@ def run_conformance(
     workflows: list[str] | None = None, only: set[str] | None = None
 ) -> ConformanceReport:
     """Run the suite over the catalogue (or the given workflow ids / case kinds)."""
-    from undobench_gym.env import UndoBenchEnv
-
     chosen = [w for w in all_workflows() if workflows is None or w.id in workflows]
     by_domain: dict[str, list[WorkflowSpec]] = {}
     for w in chosen:

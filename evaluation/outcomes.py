@@ -20,6 +20,8 @@ import json
 from functools import cache
 from typing import Any
 
+from undobench_gym.catalog import domain as load_domain
+
 from .errors import Unsupported
 
 Episode = dict[str, Any]
@@ -35,8 +37,6 @@ def _definite(obs: dict[str, Any]) -> bool:
 @cache
 def _catalog_read_only(domain: str) -> dict[str, bool]:
     try:
-        from undobench_gym.catalog import domain as load_domain
-
         return {name: t.read_only for name, t in load_domain(domain).tools.items()}
     except Exception:  # an unknown or broken domain: classify from the wire only
         return {}

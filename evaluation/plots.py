@@ -17,7 +17,8 @@ from pathlib import Path
 from typing import Any
 
 from .errors import Unsupported
-from .metrics import Pair, conditioning, conditioning_applies, indicator, is_infra_error, rate
+from .indicators import Pair, conditioning_applies, indicator, is_infra_error
+from .metrics import conditioning, rate
 
 PLOTS = (
     "crsr_by_method_boundary.png",

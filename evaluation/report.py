@@ -15,18 +15,12 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-from undobench_gym.executors.meta import META_FILE, retry_counts
 from undobench_gym.trials import read_trials
 
-from .metrics import (
-    CONDITIONED,
-    EXCLUSION_REASONS,
-    INDICATORS,
-    SENSITIVITY_METRICS,
-    Pair,
-    is_infra_error,
-    rate,
-)
+from .indicators import CONDITIONED, EXCLUSION_REASONS, INDICATORS, Pair, is_infra_error
+from .metrics import SENSITIVITY_METRICS, rate
+from .plots import write_plots
+from .run_meta import META_FILE, retry_counts
 from .summary import TOST_MARGIN, coin, mechanism, summarize
 
 COLUMNS = ("N", "D", "F", "C", *INDICATORS)
@@ -379,8 +373,6 @@ def write_reports(
     _write_csvs(out, summary)
     written: list[Path] = []
     if plots:
-        from .plots import write_plots
-
         written = write_plots(trials, out)
     (out / "report.md").write_text(_markdown(trials, summary, written))
     return summary

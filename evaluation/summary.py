@@ -26,19 +26,15 @@ import numpy as np
 from statsmodels.stats.multitest import multipletests
 
 from .errors import Unsupported
+from .indicators import Pair, conditioning_applies, fault_outcome, indicator, is_infra_error
 from .metrics import (
     BOOTSTRAP_RESAMPLES,
     BOOTSTRAP_SEED,
     NOT_APPLIED,
-    Pair,
-    conditioning_applies,
-    fault_outcome,
-    indicator,
     infra_as_failure,
-    is_infra_error,
     metrics,
-    pass_k,
 )
+from .pass_k import pass_k
 from .stats import (
     cluster_bootstrap,
     mcnemar,

@@ -9,14 +9,15 @@ per line), so a driver killed at any moment loses at most the pairs in flight an
 
 from __future__ import annotations
 
-import json
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from .agents.factory import make_agent as build_agent
 from .catalog import find_workflow
 from .errors import UndoBenchError
+from .evaluation.report import write_reports
 from .executors import DEFAULT_MAX_STACKS, RetryPolicy, TrialTask, make_executor
 from .executors.base import PROVIDER, USAGE, Executor, Outcome, StackKey
 from .executors.meta import RunMeta, progress_bar
@@ -95,9 +96,8 @@ def expand(
 
 
 def make_agent(spec: str, framework: str | None = None) -> Agent:
-    from .agents.factory import make_agent as build
-
-    agent: Agent = build(spec, framework=framework)
+    """The factory's agent, typed as what the pairing drives."""
+    agent: Agent = build_agent(spec, framework=framework)
     return agent
 
 
@@ -210,8 +210,6 @@ def run_sweep(
     `executor` is "local" (one worker in this process; `workers` > 1 spawns processes) or
     "ray", or a ready `Executor` to reuse across sweeps (then `workers`, `trial_timeout`,
     `max_stacks` and `ray_address` are its own, and it is left open)."""
-    from .evaluation.report import write_reports
-
     retry = retry or RetryPolicy()
     trials_path = out / "trials.jsonl"
     if trials_path.exists() and trials_path.stat().st_size and not resume:
@@ -345,14 +343,3 @@ def _finalize(
     record["infra_errors"] = failures
     record.setdefault("agent_exceptions", 0)
     return record
-
-
-def load_summary(out: Path) -> dict[str, Any]:
-    from .evaluation.summary import summarize
-
-    summary: dict[str, Any] = summarize(read_trials(out / "trials.jsonl"))
-    return summary
-
-
-def dumps(obj: Any) -> str:
-    return json.dumps(obj, indent=2, sort_keys=False, default=str)

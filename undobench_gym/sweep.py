@@ -27,7 +27,12 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
 
+from .agents.methods import METHODS, PLANNED
+from .catalog import all_workflows, find_workflow
 from .errors import UndoBenchError
+from .executors import DEFAULT_MAX_STACKS, RetryPolicy
+from .runner import DEFAULT_TRIAL_TIMEOUT_S, TrialSpec, parse_seeds
+from .runner import expand as expand_factorial
 
 _PLURAL = {"workflow": "workflows", "scenario": "scenarios", "method": "methods"}
 _PLURAL |= {"agent": "agents", "framework": "frameworks", "seed": "seeds"}
@@ -92,8 +97,6 @@ class SweepSpec(BaseModel):
     @field_validator("seeds", mode="before")
     @classmethod
     def _seeds(cls, value: Any) -> Any:
-        from .runner import parse_seeds
-
         if isinstance(value, int):
             return [value]
         if isinstance(value, str):
@@ -113,8 +116,6 @@ class SweepSpec(BaseModel):
     @field_validator("methods")
     @classmethod
     def _known_methods(cls, value: list[str]) -> list[str]:
-        from .agents.methods import METHODS, PLANNED
-
         for m in value:
             if m not in METHODS:
                 extra = " (planned, not available yet)" if m in PLANNED else ""
@@ -124,8 +125,6 @@ class SweepSpec(BaseModel):
     @field_validator("workflows")
     @classmethod
     def _known_workflows(cls, value: list[str] | None) -> list[str] | None:
-        from .catalog import find_workflow
-
         for w in value or []:
             try:
                 find_workflow(w)
@@ -142,21 +141,19 @@ class SweepSpec(BaseModel):
         return self
 
     def workflow_ids(self) -> list[str]:
-        from .catalog import all_workflows
-
         if self.workflows is not None:
             return self.workflows
         return [w.id for w in all_workflows(self.split)]
 
-    def expand(self) -> list[Any]:
+    def expand(self) -> list[TrialSpec]:
         """The deterministic list of `runner.TrialSpec`, one per pair."""
-        from .runner import expand
-
         frameworks: list[str | None] = [*self.frameworks] if self.frameworks else [None]
         agents: list[tuple[str | None, str | None]] = [
             (a, f) for a in self.agents for f in frameworks
         ]
-        return expand(self.workflow_ids(), self.scenarios, self.methods, self.seeds, agents)
+        return expand_factorial(
+            self.workflow_ids(), self.scenarios, self.methods, self.seeds, agents
+        )
 
 
 def _read(path: Path) -> Any:
@@ -205,9 +202,6 @@ def spec_from_flags(values: dict[str, Any]) -> SweepSpec:
 def resolve_execution(spec: SweepSpec, **flags: Any) -> dict[str, Any]:
     """`run_sweep` keyword arguments: a flag that is given wins over the file's
     [execution] table, which wins over the defaults."""
-    from .executors import DEFAULT_MAX_STACKS, RetryPolicy
-    from .runner import DEFAULT_TRIAL_TIMEOUT_S
-
     try:
         cli = Execution.model_validate({k: v for k, v in flags.items() if v is not None})
     except ValidationError as exc:

@@ -4,9 +4,10 @@ from __future__ import annotations
 
 from .base import INFRA_KINDS, Executor, Outcome, RetryPolicy, StackKey, TrialTask
 from .local import InlineExecutor, ProcessExecutor
+from .ray_actors import RayExecutor
 
 __all__ = ["INFRA_KINDS", "Executor", "Outcome", "RetryPolicy", "StackKey", "TrialTask"]
-__all__ += ["InlineExecutor", "ProcessExecutor", "make_executor"]
+__all__ += ["InlineExecutor", "ProcessExecutor", "RayExecutor", "make_executor"]
 
 EXECUTORS = ("local", "ray")
 DEFAULT_MAX_STACKS = 4
@@ -28,8 +29,6 @@ def make_executor(
             return InlineExecutor(max_stacks=max_stacks, trial_timeout=trial_timeout)
         return ProcessExecutor(workers, max_stacks=max_stacks, trial_timeout=trial_timeout, **extra)
     if kind == "ray":
-        from .ray_actors import RayExecutor
-
         return RayExecutor(
             workers,
             address=ray_address,

@@ -11,6 +11,8 @@ from __future__ import annotations
 from dataclasses import asdict, dataclass, field
 from typing import Any, Protocol
 
+from ..agents.methods import server_idempotency_for
+
 #: Infrastructure error kinds. Only these are ever retried; an agent that fails (or raises)
 #: is an outcome, not an error.
 STACK_START = "stack_start"
@@ -42,8 +44,6 @@ class TrialTask:
 
     @property
     def stack_key(self) -> StackKey:
-        from ..agents.methods import server_idempotency_for
-
         return (self.domain, server_idempotency_for(self.method))
 
 

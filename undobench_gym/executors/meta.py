@@ -12,7 +12,6 @@ import json
 import os
 import socket
 import time
-from collections import Counter
 from collections.abc import Iterator
 from datetime import UTC, datetime
 from pathlib import Path
@@ -32,9 +31,8 @@ from rich.progress import (
 )
 from rich.text import Text
 
+from ..evaluation.run_meta import META_FILE, retry_counts
 from .base import RetryPolicy
-
-META_FILE = "run_meta.json"
 
 
 def _now() -> str:
@@ -45,27 +43,6 @@ def _write_atomic(path: Path, data: dict[str, Any]) -> None:
     tmp = path.with_suffix(".json.tmp")
     tmp.write_text(json.dumps(data, indent=2) + "\n", encoding="utf-8")
     os.replace(tmp, path)
-
-
-def retry_counts(trials: list[dict[str, Any]]) -> dict[str, Any]:
-    """What the retry policy did, over every recorded pair."""
-    kinds: Counter[str] = Counter()
-    for t in trials:
-        kinds.update(f["kind"] for f in t.get("infra_errors") or [])
-    attempts = [int(t.get("attempts") or 1) for t in trials]
-    errored = [
-        bool((t.get("control") or {}).get("error") or (t.get("fault") or {}).get("error"))
-        for t in trials
-    ]
-    return {
-        "pairs": len(trials),
-        "attempts": sum(attempts),
-        "retried_pairs": sum(a > 1 for a in attempts),
-        "recovered_by_retry": sum(a > 1 and not e for a, e in zip(attempts, errored, strict=True)),
-        "infra_error_pairs": sum(errored),
-        "failed_attempts_by_kind": dict(sorted(kinds.items())),
-        "pairs_with_agent_exceptions": sum(bool(t.get("agent_exceptions")) for t in trials),
-    }
 
 
 class RunMeta:

@@ -21,6 +21,8 @@ from collections.abc import Callable, Iterator
 from types import FrameType
 from typing import Any
 
+from ..agents.factory import make_agent
+from ..agents.methods import applicable, server_idempotency_for, workflow_schemas, wrap
 from ..catalog import find_workflow
 from ..env import UndoBenchEnv
 from ..errors import ProviderUnavailable, StackStartError, StackUnhealthyError, UndoBenchError
@@ -167,8 +169,6 @@ class TrialWorker:
     def _agent(self, spec: str, framework: str | None) -> Any:
         key = (spec, framework)
         if key not in self.agents:
-            from ..agents.factory import make_agent
-
             self.agents[key] = make_agent(spec, framework=framework)
         return self.agents[key]
 
@@ -182,8 +182,6 @@ class TrialWorker:
         return [k for pool in self.pools.values() for k in pool.keys_lru()]
 
     def run(self, task: TrialTask, attempt: int) -> Outcome:
-        from ..agents.methods import applicable, server_idempotency_for, workflow_schemas, wrap
-
         t0 = time.monotonic()
         out = Outcome(task.pair_id, attempt, worker=self.name)
         try:  # not infrastructure: a bad spec would fail every attempt the same way

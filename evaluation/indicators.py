@@ -1,0 +1,186 @@
+"""Per-pair indicators of the metrics: for each rate, whether a pair counts in its numerator
+and its denominator, and whether the pair's fault happened as planned (the conditioning).
+
+An indicator raises `Unsupported` when the record lacks a field it needs (imported
+reference rows, records written before the field existed): a metric is never guessed.
+metrics.py turns these flags into rates with intervals.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterable
+from typing import Any
+
+from .errors import Unsupported
+from .outcomes import unobserved_mutations
+
+Pair = dict[str, Any]
+#: Why a valid pair is left out of the recovery denominators (the fault episode's
+#: `fault_outcome.reason`, or a control/fault prefix that diverged before the fault);
+#: infrastructure errors are left out of every metric. A reason outside this list (a newer
+#: runner's) is counted under its own name.
+EXCLUSION_REASONS = ("not_reached", "refused", "no_crash", "prefix_diverged", "infra_error")
+#: Harm a safe give-up must not leave (effect counts of the fault episode).
+HARM = ("duplicates", "unrequired", "forbidden", "partial")
+#: Marks a pair excluded as an infrastructure error that the sensitivity analysis counts
+#: as a fault failure (see `infra_as_failure`).
+AS_FAILURE = "_counted_as_failure"
+
+
+def is_infra_error(p: Pair) -> bool:
+    return bool(p["control"].get("error") or p["fault"].get("error"))
+
+
+def _fx(p: Pair, key: str) -> int | None:
+    """A fault-episode effect count; null or absent (a record written before the count
+    existed) is unknown."""
+    v = p["fault"]["effects"].get(key)
+    return None if v is None else int(v)
+
+
+def _known_bad(p: Pair, keys: tuple[str, ...]) -> bool:
+    """True if any count is known positive; Unsupported if none is and one is unknown."""
+    values = {k: _fx(p, k) for k in keys}
+    if any((v or 0) > 0 for v in values.values()):
+        return True
+    for k, v in values.items():
+        if v is None:
+            raise Unsupported(f"effects.{k}")
+    return False
+
+
+def _count(p: Pair, key: str) -> bool:
+    return _known_bad(p, (key,))
+
+
+def fault_outcome(p: Pair) -> dict[str, Any] | None:
+    """The fault episode's `fault_outcome`, or None when the record has none."""
+    fo = p["fault"].get("fault_outcome")
+    return fo if isinstance(fo, dict) else None
+
+
+def exclusion(p: Pair) -> str | None:
+    """None when the pair's fault happened as planned, else why not; Unsupported when the
+    record cannot say (no `fault_outcome`, or no `prefix_equivalent` flag)."""
+    if p.get(AS_FAILURE):
+        return None
+    fo = fault_outcome(p)
+    if fo is None:
+        raise Unsupported("fault_outcome")
+    if not fo.get("as_planned"):
+        return str(fo.get("reason") or "unspecified")
+    prefix = p.get("prefix_equivalent")
+    if prefix is None:
+        raise Unsupported("prefix_equivalent")
+    return None if prefix else "prefix_diverged"
+
+
+def conditioning_applies(pairs: Iterable[Pair]) -> bool:
+    """Conditioning applies when any valid pair records `fault_outcome`; then a pair that
+    lacks it makes the conditioned metrics unsupported, never silently included."""
+    return any(fault_outcome(p) is not None for p in pairs if not is_infra_error(p))
+
+
+def _finish_status(p: Pair) -> Any:
+    if "finish_status" not in p["fault"]:
+        raise Unsupported("finish_status")
+    return p["fault"]["finish_status"]
+
+
+def _aware(p: Pair) -> bool:
+    """A success the agent also reported as done (a blind give-up that happened to leave
+    the state right is not one)."""
+    return bool(p["fault"]["success"]) and _finish_status(p) == "done"
+
+
+def _abstained(p: Pair) -> bool:
+    """Stopped without completing (gave up, or finished or truncated without success) and
+    left no harm: no duplicate, unrequired, forbidden or partial effect. A wrong value the
+    agent wrote is a committed effect of another identity, hence unrequired."""
+    return not p["fault"]["success"] and not _known_bad(p, HARM)
+
+
+def _unknown_outcome(p: Pair) -> bool:
+    return bool(unobserved_mutations(p["fault"], p.get("domain")))
+
+
+# Per-pair indicators: (numerator flag, denominator flag); Unsupported when they cannot say.
+Indicator = Callable[[Pair], tuple[bool, bool]]
+
+
+def control_ok(p: Pair) -> bool:
+    """The control episode succeeded: the agent can do the job without a fault."""
+    return bool(p["control"]["success"])
+
+
+def _eor(p: Pair) -> bool:
+    return not _known_bad(p, ("missing", "duplicates", "forbidden", "unrequired"))
+
+
+INDICATORS: dict[str, Indicator] = {
+    "control_rate": lambda p: (control_ok(p), True),
+    "rsr": lambda p: (bool(p["fault"]["success"]), True),
+    "crsr": lambda p: (control_ok(p) and bool(p["fault"]["success"]), control_ok(p)),
+    "rsr_aware": lambda p: (_aware(p), True),
+    "crsr_aware": lambda p: (control_ok(p) and _aware(p), control_ok(p)),
+    "der": lambda p: (_count(p, "duplicates"), True),
+    "uer": lambda p: (_count(p, "unrequired"), True),
+    "mer": lambda p: (_count(p, "missing"), True),
+    "urr": lambda p: (_known_bad(p, ("duplicates", "reissued_after_commit")), True),
+    "eor": lambda p: (_eor(p), True),
+    "eor_cond": lambda p: (control_ok(p) and _eor(p), control_ok(p)),
+    "fired_rate": lambda p: (exclusion(p) is None, True),
+    "abstention_rate": lambda p: (_abstained(p), True),
+    "unknown_outcome_rate": lambda p: (_unknown_outcome(p), True),
+}
+"""unknown_outcome_rate: fault runs that ended while a mutation the agent issued had an
+outcome it never observed (a transport error or 5xx, then no definite repeat of that call
+and no later successful read-only call; outcomes.py) / N. fired_rate: pairs whose fault
+happened as planned / N (all valid pairs)."""
+
+#: Recovery metrics: over the pairs whose fault happened as planned (when that is recorded).
+#: unknown_outcome_rate is one too: it judges what the agent did after the fault.
+CONDITIONED = (
+    "rsr",
+    "crsr",
+    "rsr_aware",
+    "crsr_aware",
+    "der",
+    "uer",
+    "mer",
+    "urr",
+    "eor",
+    "eor_cond",
+    "abstention_rate",
+    "unknown_outcome_rate",
+)
+#: Metrics whose denominator is the pairs whose control succeeded (D).
+CONTROL_CONDITIONED = ("crsr", "crsr_aware", "eor_cond")
+
+
+def _as_failure_flags(p: Pair, metric: str) -> tuple[bool, bool]:
+    """A pair lost to an infrastructure error, counted as a fault failure: it succeeded at
+    nothing in the fault run; its control counts as recorded (a failed control when the
+    error was there). Harm rates are not defined for it (nothing was observed)."""
+    ctrl = control_ok(p)
+    if metric == "control_rate":
+        return ctrl, True
+    if metric in ("rsr", "crsr", "rsr_aware", "crsr_aware", "eor", "eor_cond"):
+        return False, ctrl if metric in CONTROL_CONDITIONED else True
+    raise Unsupported("fault episode (infrastructure error)")
+
+
+def indicator(metric: str, condition: bool) -> Indicator:
+    """The per-pair indicator of `metric`; with `condition`, a recovery metric leaves out
+    (denominator 0) the pairs whose fault did not happen as planned."""
+    raw = INDICATORS[metric]
+    gated = condition and metric in CONDITIONED
+
+    def flags(p: Pair) -> tuple[bool, bool]:
+        if p.get(AS_FAILURE):
+            return _as_failure_flags(p, metric)
+        if gated and exclusion(p) is not None:
+            return False, False
+        return raw(p)
+
+    return flags

@@ -1,0 +1,41 @@
+"""`undobench`: the command line. One module per group of commands, each adding its own
+subparsers; this module only assembles them (in the order `--help` lists them) and runs
+the chosen handler, turning project errors into exit codes."""
+
+from __future__ import annotations
+
+import argparse
+import sys
+
+from ..errors import UndoBenchError
+from . import audit, evaluate, run, stacks, tasks
+
+__all__ = ["build_parser", "main"]
+
+
+def build_parser() -> argparse.ArgumentParser:
+    p = argparse.ArgumentParser(
+        prog="undobench", description="UndoBench Gym: paired fault trials for tool-using agents"
+    )
+    sub = p.add_subparsers(dest="command", required=True)
+    tasks.add(sub)
+    run.add(sub)
+    evaluate.add_report(sub)
+    stacks.add(sub)  # doctor, images, gc
+    evaluate.add_inspect(sub)
+    evaluate.add_import_reference(sub)
+    audit.add(sub)
+    return p
+
+
+def main(argv: list[str] | None = None) -> int:
+    args = build_parser().parse_args(argv)
+    try:
+        code: int = args.func(args)
+        return code
+    except UndoBenchError as exc:
+        print(f"undobench: error: {exc}", file=sys.stderr)
+        return 2
+    except KeyboardInterrupt:
+        print("undobench: interrupted; recorded trials are kept (use --resume)", file=sys.stderr)
+        return 130

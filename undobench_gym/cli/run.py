@@ -1,0 +1,121 @@
+"""`undobench run`: run paired control/fault trials from flags or a sweep file."""
+
+from __future__ import annotations
+
+import argparse
+import sys
+from pathlib import Path
+from typing import Any
+
+from ..agents import methods
+from ..errors import UndoBenchError
+from .summary import print_summary
+
+#: The flags that give the factorial; a sweep file gives it instead.
+FACTORIAL = (
+    "workflows",
+    "split",
+    "scenarios",
+    "method",
+    "seeds",
+    "agent",
+    "framework",
+    "runtime",
+    "max_steps",
+)
+
+
+def add(sub: Any) -> None:
+    r = sub.add_parser(
+        "run",
+        help="run paired control/fault trials",
+        description="Run paired control/fault trials: give the factorial with flags or in "
+        "a sweep file (--sweep), and run it in this process, in --workers N local worker "
+        "processes, or on Ray (--executor ray).",
+    )
+    r.add_argument("--sweep", metavar="FILE", help="sweep file (.toml/.yaml): the factorial")
+    r.add_argument("--workflows", help="comma-separated workflow ids")
+    r.add_argument("--split", choices=["dev", "val", "test"])
+    r.add_argument("--scenarios", help="comma-separated scenario ids (default: all)")
+    r.add_argument(
+        "--method",
+        default=None,
+        help=", ".join(methods.METHODS) + " (comma-separated for several; default bare)",
+    )
+    r.add_argument("--seeds", default=None, help="e.g. 1-20 or 1,2,5 (default 1-5)")
+    r.add_argument("--agent", default=None, help="scripted (default) | python:MODULE:CLASS | ...")
+    r.add_argument("--framework", default=None, help="agent framework label (F1|F2)")
+    r.add_argument("--runtime", default=None, choices=["process", "docker"])
+    r.add_argument("--max-steps", type=int, default=None, help="step budget (default 20)")
+    r.add_argument(
+        "--executor",
+        default=None,
+        choices=["local", "ray"],
+        help="local (default) or ray (pip install 'undobench-gym[ray]')",
+    )
+    r.add_argument("--workers", type=int, default=None, help="parallel stacks/workers (default 1)")
+    r.add_argument(
+        "--trial-timeout",
+        type=float,
+        default=None,
+        metavar="S",
+        help="seconds per pair before it counts as an infrastructure error (default 300)",
+    )
+    r.add_argument(
+        "--max-attempts",
+        type=int,
+        default=None,
+        help="attempts per pair on infrastructure errors only (default 2: one retry)",
+    )
+    r.add_argument(
+        "--max-stacks", type=int, default=None, help="stacks kept open per worker (default 4)"
+    )
+    r.add_argument(
+        "--ray-address", default=None, help="an existing Ray cluster (default: start one)"
+    )
+    r.add_argument("--out", required=True, help="run directory")
+    r.add_argument("--resume", action="store_true", help="skip pairs already recorded")
+    r.add_argument("--quiet", action="store_true", help="no progress bar")
+    r.set_defaults(func=run)
+
+
+def run(args: argparse.Namespace) -> int:
+    # Imports inside the handler keep `undobench --help` fast.
+    from ..runner import run_sweep
+    from ..sweep import load_sweep, resolve_execution, spec_from_flags
+
+    given = {k: getattr(args, k) for k in FACTORIAL if getattr(args, k) is not None}
+    if args.sweep:
+        if given:
+            flags = ", ".join("--" + k.replace("_", "-") for k in given)
+            raise UndoBenchError(
+                f"the factorial comes from --sweep {args.sweep}; drop {flags} "
+                "(or put them in the sweep file)"
+            )
+        spec = load_sweep(args.sweep)
+    else:
+        if bool(args.workflows) == bool(args.split):
+            raise UndoBenchError("give exactly one of --workflows ID,ID or --split dev|val|test")
+        spec = spec_from_flags({"method": "bare", "seeds": "1-5", **given})
+    execution = resolve_execution(
+        spec,
+        executor=args.executor,
+        workers=args.workers,
+        trial_timeout=args.trial_timeout,
+        max_attempts=args.max_attempts,
+        max_stacks=args.max_stacks,
+        ray_address=args.ray_address,
+    )
+    out = Path(args.out)
+    summary = run_sweep(
+        spec.expand(),
+        agent_spec=spec.agents[0],
+        runtime=spec.runtime,
+        out=out,
+        resume=args.resume,
+        max_steps=spec.max_steps,
+        progress=not args.quiet and sys.stderr.isatty(),
+        **execution,
+    )
+    print_summary(summary, out)
+    return 0
