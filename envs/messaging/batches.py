@@ -17,7 +17,7 @@ from sqlalchemy.exc import IntegrityError
 from sqlalchemy.orm import Session
 
 from .._service.kit import (
-    effect_meta,
+    Effect,
     error,
     flush_or_409,
     get_ctx,
@@ -25,7 +25,6 @@ from .._service.kit import (
     maybe_crash,
     new_id,
     now,
-    record_commit,
     run_composite,
 )
 from .common import EMAIL_PATTERN, PathId
@@ -34,6 +33,10 @@ from .views import EmailBatchView, batch_view
 
 router = APIRouter(prefix="/v1")
 CRASH_MID_BATCH = "msg.after_first_email"
+#: One batch per reference; each email of it is one send to one recipient.
+CREATE_BATCH = Effect("email_batch.create", "create_unique", ("reference",), "constraint")
+SEND_EMAIL = Effect("email.send", "irreversible_send", ("reference", "recipient"))
+RESUME_BATCH = Effect("email_batch.resume", "set", ("batch_id",))
 Recipient = Annotated[str, Field(min_length=3, max_length=255, pattern=EMAIL_PATTERN)]
 
 
@@ -77,14 +80,8 @@ def _send_missing(request: Request, batch_id: str, *, resume: bool = False) -> N
                         sent=now(s),
                     )
                 )
-                identity = {"reference": reference, "recipient": recipient}
-                record_commit(
-                    s,
-                    op="email.send",
-                    effect_class="irreversible_send",
-                    identity=identity,
-                    args={**identity, "batch_id": batch_id},
-                )
+                args = {"reference": reference, "recipient": recipient, "batch_id": batch_id}
+                SEND_EMAIL.commit(s, args, None)
             sent_now.append(recipient)
         except IntegrityError:
             continue  # a concurrent resume sent this one first
@@ -93,14 +90,7 @@ def _send_missing(request: Request, batch_id: str, *, resume: bool = False) -> N
         if batch.status != "sent":
             batch.status = "sent"
             if resume:
-                identity = {"batch_id": batch_id}
-                record_commit(
-                    s,
-                    op="email_batch.resume",
-                    effect_class="set",
-                    identity=identity,
-                    args={**identity, "sent": sent_now},
-                )
+                RESUME_BATCH.commit(s, {"batch_id": batch_id, "sent": sent_now}, None)
 
 
 def _create(s: Session, body: BatchIn, key: str | None) -> str:
@@ -126,14 +116,7 @@ def _create(s: Session, body: BatchIn, key: str | None) -> str:
         created=now(s),
     )
     s.add(b)
-    record_commit(
-        s,
-        op="email_batch.create",
-        effect_class="create_unique",
-        identity={"reference": body.reference},
-        args=body.model_dump(),
-        key=key,
-    )
+    CREATE_BATCH.commit(s, body.model_dump(), key)
     flush_or_409(s, f"Email batch {body.reference} exists")
     return b.id
 
@@ -146,7 +129,7 @@ def _view(s: Session, batch_id: str) -> dict[str, Any]:
     "/email-batches",
     operation_id="send_email_batch",
     status_code=201,
-    openapi_extra=effect_meta("email_batch.create", "create_unique", ["reference"], "constraint"),
+    openapi_extra=CREATE_BATCH.labels,
     response_model=EmailBatchView,
 )
 def send_email_batch(request: Request, body: BatchIn) -> JSONResponse:
@@ -165,7 +148,7 @@ def send_email_batch(request: Request, body: BatchIn) -> JSONResponse:
 @router.post(
     "/email-batches/{batch_id}/resume",
     operation_id="resume_email_batch",
-    openapi_extra=effect_meta("email_batch.resume", "set", ["batch_id"]),
+    openapi_extra=RESUME_BATCH.labels,
     response_model=EmailBatchView,
 )
 def resume_email_batch(request: Request, batch_id: PathId) -> dict[str, Any]:

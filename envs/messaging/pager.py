@@ -3,6 +3,7 @@ are delivered over HTTP after the transition committed (see `webhooks`)."""
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from typing import Any
 
 from fastapi import APIRouter, Request
@@ -12,14 +13,13 @@ from sqlalchemy import select
 from sqlalchemy.orm import Session
 
 from .._service.kit import (
-    effect_meta,
+    Effect,
     error,
     flush_or_409,
     get_ctx,
     get_or_404,
     new_id,
     now,
-    record_commit,
     row,
     run_mutation,
 )
@@ -29,15 +29,37 @@ from .models import Page, PagerService, WebhookEndpoint, WebhookSubscription
 from .views import PageOut, PageTriggerOut, WebhookSubscriptionOut
 
 router = APIRouter(prefix="/v1")
+#: One page per dedup key (the alert): a repeat joins it.
+TRIGGER_PAGE = Effect("page.trigger", "create_unique", ("dedup_key",), "constraint")
+ACKNOWLEDGE_PAGE = Effect("page.acknowledge", "set", ("page_id",))
+RESOLVE_PAGE = Effect("page.resolve", "set", ("page_id",))
+#: An endpoint subscribes to an event once.
+SUBSCRIBE = Effect("webhook.subscribe", "create_unique", ("endpoint_id", "event"), "constraint")
+
 Event = tuple[str, str, dict[str, Any]]
+#: A mutation's transaction that also notes the webhook events it raises.
+Apply = Callable[[Session, str | None, list[Event]], tuple[int, Any]]
+#: Moves a page on (its row given): the commit-log args, or None if it was there already.
+Move = Callable[[Session, Page], dict[str, Any] | None]
 
 
-def _with_events(request: Request, response: JSONResponse, events: list[Event]) -> JSONResponse:
-    """Deliver the events the committed mutation raised (none on an idempotent replay)."""
+def _firing(
+    request: Request, route: str, effect: Effect, payload: dict[str, Any], apply: Apply
+) -> JSONResponse:
+    """Run the mutation, then deliver the events it raised once it committed (none on an
+    idempotent replay: `apply` did not run)."""
+    events: list[Event] = []
+    resp = run_mutation(
+        request,
+        route=route,
+        native=effect.native,
+        payload=payload,
+        apply=lambda s, key: apply(s, key, events),
+    )
     ctx = get_ctx(request)
     for event, ref, data in events:
         webhooks.fire(ctx, event, ref, data)
-    return response
+    return resp
 
 
 class PageIn(BaseModel):
@@ -51,16 +73,15 @@ class PageIn(BaseModel):
     "/pages",
     operation_id="trigger_page",
     status_code=201,
-    openapi_extra=effect_meta("page.trigger", "create_unique", ["dedup_key"], "constraint"),
+    openapi_extra=TRIGGER_PAGE.labels,
     response_model=PageTriggerOut,
 )
 def trigger_page(request: Request, body: PageIn) -> JSONResponse:
     """Page the on-call engineer of a service. The dedup key identifies the alert: a
     trigger whose dedup key already has a page joins that page (200, `deduplicated`: true)
     instead of paging again. Subscribers of page.triggered get a webhook."""
-    events: list[Event] = []
 
-    def apply(s: Session, key: str | None) -> tuple[int, Any]:
+    def apply(s: Session, key: str | None, events: list[Event]) -> tuple[int, Any]:
         found = s.scalar(select(Page).where(Page.dedup_key == body.dedup_key))
         if found is not None:
             return 200, {**row(found), "deduplicated": True}
@@ -75,58 +96,52 @@ def trigger_page(request: Request, body: PageIn) -> JSONResponse:
             **body.model_dump(),
         )
         s.add(p)
-        record_commit(
-            s,
-            op="page.trigger",
-            effect_class="create_unique",
-            identity={"dedup_key": body.dedup_key},
-            args=body.model_dump(),
-            key=key,
-        )
+        TRIGGER_PAGE.commit(s, body.model_dump(), key)
         flush_or_409(s, f"Dedup key {body.dedup_key} is taken")
         events.append(("page.triggered", p.dedup_key, row(p)))
         return 201, {**row(p), "deduplicated": False}
 
-    resp = run_mutation(
-        request, route="trigger_page", native=False, payload=body.model_dump(), apply=apply
-    )
-    return _with_events(request, resp, events)
+    return _firing(request, "trigger_page", TRIGGER_PAGE, body.model_dump(), apply)
+
+
+def _move(
+    request: Request, route: str, effect: Effect, event: str, payload: dict[str, Any], move: Move
+) -> JSONResponse:
+    """Move the page `payload` names on in one transaction and answer with it; a move that
+    changed it writes `effect`'s commit-log row and raises `event`."""
+
+    def apply(s: Session, key: str | None, events: list[Event]) -> tuple[int, Any]:
+        p = get_or_404(s, Page, payload["page_id"], "page")
+        args = move(s, p)
+        if args is not None:
+            effect.commit(s, args, key)
+            events.append((event, p.dedup_key, row(p)))
+        return 200, row(p)
+
+    return _firing(request, route, effect, payload, apply)
 
 
 @router.post(
     "/pages/{page_id}/acknowledge",
     operation_id="acknowledge_page",
-    openapi_extra=effect_meta("page.acknowledge", "set", ["page_id"]),
+    openapi_extra=ACKNOWLEDGE_PAGE.labels,
     response_model=PageOut,
 )
 def acknowledge_page(request: Request, page_id: PathId) -> JSONResponse:
     """Acknowledge a triggered page (stops its escalation). Acknowledging again is
     harmless; a resolved page cannot be acknowledged (409). Subscribers of
     page.acknowledged get a webhook."""
-    events: list[Event] = []
 
-    def apply(s: Session, key: str | None) -> tuple[int, Any]:
-        p = get_or_404(s, Page, page_id, "page")
+    def move(s: Session, p: Page) -> dict[str, Any] | None:
         if p.status == "resolved":
             raise error(409, "page_resolved", f"Page {page_id} is already resolved")
-        if p.status == "triggered":
-            p.status, p.updated = "acknowledged", now(s)
-            identity = {"page_id": page_id}
-            record_commit(
-                s,
-                op="page.acknowledge",
-                effect_class="set",
-                identity=identity,
-                args=identity,
-                key=key,
-            )
-            events.append(("page.acknowledged", p.dedup_key, row(p)))
-        return 200, row(p)
+        if p.status != "triggered":
+            return None
+        p.status, p.updated = "acknowledged", now(s)
+        return {"page_id": page_id}
 
-    resp = run_mutation(
-        request, route="acknowledge_page", native=False, payload={"page_id": page_id}, apply=apply
-    )
-    return _with_events(request, resp, events)
+    payload = {"page_id": page_id}
+    return _move(request, "acknowledge_page", ACKNOWLEDGE_PAGE, "page.acknowledged", payload, move)
 
 
 class ResolveIn(BaseModel):
@@ -136,33 +151,22 @@ class ResolveIn(BaseModel):
 @router.post(
     "/pages/{page_id}/resolve",
     operation_id="resolve_page",
-    openapi_extra=effect_meta("page.resolve", "set", ["page_id"]),
+    openapi_extra=RESOLVE_PAGE.labels,
     response_model=PageOut,
 )
 def resolve_page(request: Request, page_id: PathId, body: ResolveIn) -> JSONResponse:
     """Resolve a page with a resolution note. Resolving a resolved page changes nothing.
     Subscribers of page.resolved get a webhook when the page becomes resolved."""
-    events: list[Event] = []
 
-    def apply(s: Session, key: str | None) -> tuple[int, Any]:
-        p = get_or_404(s, Page, page_id, "page")
-        if p.status != "resolved":
-            previous = p.status
-            p.status, p.resolution_note, p.updated = "resolved", body.note, now(s)
-            record_commit(
-                s,
-                op="page.resolve",
-                effect_class="set",
-                identity={"page_id": page_id},
-                args={"page_id": page_id, "note": body.note, "previous": previous},
-                key=key,
-            )
-            events.append(("page.resolved", p.dedup_key, row(p)))
-        return 200, row(p)
+    def move(s: Session, p: Page) -> dict[str, Any] | None:
+        if p.status == "resolved":
+            return None
+        args = {"page_id": page_id, "note": body.note, "previous": p.status}
+        p.status, p.resolution_note, p.updated = "resolved", body.note, now(s)
+        return args
 
     payload = {"page_id": page_id, **body.model_dump()}
-    resp = run_mutation(request, route="resolve_page", native=False, payload=payload, apply=apply)
-    return _with_events(request, resp, events)
+    return _move(request, "resolve_page", RESOLVE_PAGE, "page.resolved", payload, move)
 
 
 class SubscriptionIn(BaseModel):
@@ -175,9 +179,7 @@ class SubscriptionIn(BaseModel):
     "/webhook-subscriptions",
     operation_id="create_webhook_subscription",
     status_code=201,
-    openapi_extra=effect_meta(
-        "webhook.subscribe", "create_unique", ["endpoint_id", "event"], "constraint"
-    ),
+    openapi_extra=SUBSCRIBE.labels,
     response_model=WebhookSubscriptionOut,
 )
 def create_webhook_subscription(request: Request, body: SubscriptionIn) -> JSONResponse:
@@ -202,21 +204,14 @@ def create_webhook_subscription(request: Request, body: SubscriptionIn) -> JSONR
             )
         sub = WebhookSubscription(id=new_id(s, "whs"), created=now(s), **body.model_dump())
         s.add(sub)
-        record_commit(
-            s,
-            op="webhook.subscribe",
-            effect_class="create_unique",
-            identity=body.model_dump(),
-            args=body.model_dump(),
-            key=key,
-        )
+        SUBSCRIBE.commit(s, body.model_dump(), key)
         flush_or_409(s, "The subscription exists already")
         return 201, row(sub)
 
     return run_mutation(
         request,
         route="create_webhook_subscription",
-        native=False,
+        native=SUBSCRIBE.native,
         payload=body.model_dump(),
         apply=apply,
     )

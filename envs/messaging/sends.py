@@ -9,21 +9,16 @@ from fastapi.responses import JSONResponse
 from pydantic import BaseModel, Field
 from sqlalchemy.orm import Session
 
-from .._service.kit import (
-    KeyHeader,
-    effect_meta,
-    get_or_404,
-    new_id,
-    now,
-    record_commit,
-    row,
-    run_mutation,
-)
+from .._service.kit import Effect, KeyHeader, get_or_404, new_id, now, row, run_mutation
 from .common import PHONE_PATTERN, PathId
 from .models import Channel, ChatMessage, Sms
 from .views import ChatMessageOut, SmsOut
 
 router = APIRouter(prefix="/v1")
+#: A post is the same post whatever its wording: the channel is its identity.
+POST_CHAT = Effect("chat.post", "irreversible_send", ("channel_id",))
+#: The same text to the same phone, however worded.
+SEND_SMS = Effect("sms.send", "irreversible_send", ("to",), "native")
 
 
 class ChatIn(BaseModel):
@@ -34,33 +29,24 @@ class ChatIn(BaseModel):
     "/channels/{channel_id}/messages",
     operation_id="post_chat_message",
     status_code=201,
-    openapi_extra=effect_meta("chat.post", "irreversible_send", ["channel_id"]),
+    openapi_extra=POST_CHAT.labels,
     response_model=ChatMessageOut,
 )
 def post_chat_message(request: Request, channel_id: PathId, body: ChatIn) -> JSONResponse:
     """Post a message to a chat channel. Everyone in the channel sees it at once; every
     call posts a new message."""
-    # A post is the same post whatever its wording: the channel is its identity.
-    identity = {"channel_id": channel_id}
-    payload = {**identity, "text": body.text}
+    payload = {"channel_id": channel_id, "text": body.text}
 
     def apply(s: Session, key: str | None) -> tuple[int, Any]:
         get_or_404(s, Channel, channel_id, "channel")
         m = ChatMessage(id=new_id(s, "msg"), channel_id=channel_id, text=body.text, posted=now(s))
         s.add(m)
-        record_commit(
-            s,
-            op="chat.post",
-            effect_class="irreversible_send",
-            identity=identity,
-            args=payload,
-            key=key,
-        )
+        POST_CHAT.commit(s, payload, key)
         s.flush()
         return 201, row(m)
 
     return run_mutation(
-        request, route="post_chat_message", native=False, payload=payload, apply=apply
+        request, route="post_chat_message", native=POST_CHAT.native, payload=payload, apply=apply
     )
 
 
@@ -73,7 +59,7 @@ class SmsIn(BaseModel):
     "/sms",
     operation_id="send_sms",
     status_code=201,
-    openapi_extra=effect_meta("sms.send", "irreversible_send", ["to"], "native"),
+    openapi_extra=SEND_SMS.labels,
     response_model=SmsOut,
 )
 def send_sms(request: Request, body: SmsIn, idempotency_key: KeyHeader = None) -> JSONResponse:
@@ -84,17 +70,10 @@ def send_sms(request: Request, body: SmsIn, idempotency_key: KeyHeader = None) -
     def apply(s: Session, key: str | None) -> tuple[int, Any]:
         m = Sms(id=new_id(s, "sms"), to=body.to, body=body.body, sent=now(s))
         s.add(m)
-        record_commit(
-            s,
-            op="sms.send",
-            effect_class="irreversible_send",
-            identity={"to": body.to},  # the same text to the same phone, however worded
-            args=body.model_dump(),
-            key=key,
-        )
+        SEND_SMS.commit(s, body.model_dump(), key)
         s.flush()
         return 201, row(m)
 
     return run_mutation(
-        request, route="send_sms", native=True, payload=body.model_dump(), apply=apply
+        request, route="send_sms", native=SEND_SMS.native, payload=body.model_dump(), apply=apply
     )

@@ -25,7 +25,7 @@ from sqlalchemy import select
 from sqlalchemy.orm import Session
 from starlette.concurrency import run_in_threadpool
 
-from .._service.kit import ServiceContext, get_ctx, new_id, now, record_commit, row
+from .._service.kit import Effect, ServiceContext, get_ctx, new_id, now, row
 from .models import Received, WebhookDelivery, WebhookEndpoint, WebhookSubscription
 
 ENDPOINT_PATTERN = r"^[a-z0-9][a-z0-9-]{0,39}$"
@@ -33,6 +33,8 @@ EVENTS = ("page.triggered", "page.acknowledged", "page.resolved")
 EVENT_PATTERN = "^(" + "|".join(e.replace(".", r"\.") for e in EVENTS) + ")$"
 DELIVERY_TIMEOUT_S = 2.0
 MAX_RECEIVED_BYTES = 64 * 1024
+#: A delivered event: which receiver got which event about what (not a route's effect).
+DELIVER = Effect("webhook.deliver", "irreversible_send", ("endpoint_id", "event", "ref"))
 
 Deliver = Callable[[str, dict[str, Any], dict[str, str]], int]
 
@@ -88,14 +90,8 @@ def fire(ctx: ServiceContext, event: str, ref: str, data: dict[str, Any]) -> lis
             )
             s.add(d)
             if delivered:
-                identity = {"endpoint_id": endpoint_id, "event": event, "ref": ref}
-                record_commit(
-                    s,
-                    op="webhook.deliver",
-                    effect_class="irreversible_send",
-                    identity=identity,
-                    args={**identity, "delivery_id": delivery_id},
-                )
+                sent = {"endpoint_id": endpoint_id, "event": event, "ref": ref}
+                DELIVER.commit(s, {**sent, "delivery_id": delivery_id}, None)
             s.flush()
             out.append(row(d))
     return out

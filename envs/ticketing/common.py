@@ -6,14 +6,16 @@ from __future__ import annotations
 from sqlalchemy import select
 from sqlalchemy.orm import Session
 
-from .._service.kit import error, get_or_404, new_id, now, record_commit
+from .._service.kit import Effect, error, get_or_404, new_id, now
 from .models import Escalation, Incident, Page, Responder
 
 SEVERITY_PATTERN = "^sev[1-4]$"
+#: A page by hand (page_responder) or by an escalation: who was paged about what.
+SEND_PAGE = Effect("page.send", "irreversible_send", ("incident_id", "responder_id"), "native")
 
 
-def open_incident_or_409(s: Session, incident_id: str, doing: str) -> Incident:
-    inc = get_or_404(s, Incident, incident_id, "incident")
+def require_open(inc: Incident, doing: str) -> Incident:
+    """`inc`, unless it is resolved (409: reopen it first)."""
     if inc.status == "resolved":
         raise error(
             409,
@@ -21,6 +23,11 @@ def open_incident_or_409(s: Session, incident_id: str, doing: str) -> Incident:
             f"Incident {inc.external_ref} is resolved; reopen_incident it before you {doing}",
         )
     return inc
+
+
+def open_incident_or_409(s: Session, incident_id: str, doing: str) -> Incident:
+    """The incident (404 if there is none), unless it is resolved (409)."""
+    return require_open(get_or_404(s, Incident, incident_id, "incident"), doing)
 
 
 def require_no_escalation(s: Session, incident_id: str) -> None:
@@ -60,13 +67,8 @@ def send_page(
         created=now(s),
     )
     s.add(page)
-    record_commit(
-        s,
-        op="page.send",
-        effect_class="irreversible_send",
-        identity={"incident_id": inc.id, "responder_id": responder_id},
-        args={"incident_id": inc.id, "responder_id": responder_id, "message": message},
-        key=key,
+    SEND_PAGE.commit(
+        s, {"incident_id": inc.id, "responder_id": responder_id, "message": message}, key
     )
     s.flush()
     return page

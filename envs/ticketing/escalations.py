@@ -18,8 +18,8 @@ from sqlalchemy.orm import Session
 
 from .._service.kit import (
     DbSession,
+    Effect,
     PathId,
-    effect_meta,
     error,
     filtered,
     get_ctx,
@@ -28,7 +28,6 @@ from .._service.kit import (
     new_id,
     now,
     read_route,
-    record_commit,
     run_composite,
 )
 from .common import open_incident_or_409, require_no_escalation, send_page
@@ -38,6 +37,9 @@ from .views import EscalationView, escalation_view
 
 router = APIRouter(prefix="/v1")
 CRASH_AFTER_FIRST_PAGE = "ticketing.after_first_page"
+#: Every call escalates one level further: the incident is the identity, not the level.
+ESCALATE_INCIDENT = Effect("incident.escalate", "additive", ("incident_id",))
+RESUME_ESCALATION = Effect("escalation.resume", "set", ("escalation_id",))
 
 
 @read_route(router, "/escalations", "list_escalations", list[EscalationView])
@@ -86,13 +88,8 @@ def _start(s: Session, incident_id: str, body: EscalateIn, key: str | None) -> s
     )
     s.add(e)
     inc.severity, inc.escalation_level = e.severity_to, level
-    record_commit(
-        s,
-        op="incident.escalate",
-        effect_class="additive",
-        identity={"incident_id": incident_id},
-        args={"incident_id": incident_id, "level": level, **body.model_dump()},
-        key=key,
+    ESCALATE_INCIDENT.commit(
+        s, {"incident_id": incident_id, "level": level, **body.model_dump()}, key
     )
     s.flush()
     return e.id
@@ -130,14 +127,8 @@ def _page_level(request: Request, escalation_id: str, *, resume: bool = False) -
         if e.status != "completed":
             e.status, e.completed = "completed", now(s)
             if resume:
-                identity = {"escalation_id": escalation_id}
-                record_commit(
-                    s,
-                    op="escalation.resume",
-                    effect_class="set",
-                    identity=identity,
-                    args={**identity, "paged": paged_now},
-                )
+                args = {"escalation_id": escalation_id, "paged": paged_now}
+                RESUME_ESCALATION.commit(s, args, None)
 
 
 def _view(s: Session, escalation_id: str) -> dict[str, Any]:
@@ -148,7 +139,7 @@ def _view(s: Session, escalation_id: str) -> dict[str, Any]:
     "/incidents/{incident_id}/escalations",
     operation_id="escalate_incident",
     status_code=201,
-    openapi_extra=effect_meta("incident.escalate", "additive", ["incident_id"]),
+    openapi_extra=ESCALATE_INCIDENT.labels,
     response_model=EscalationView,
 )
 def escalate_incident(request: Request, incident_id: PathId, body: EscalateIn) -> JSONResponse:
@@ -169,7 +160,7 @@ def escalate_incident(request: Request, incident_id: PathId, body: EscalateIn) -
 @router.post(
     "/escalations/{escalation_id}/resume",
     operation_id="resume_escalation",
-    openapi_extra=effect_meta("escalation.resume", "set", ["escalation_id"]),
+    openapi_extra=RESUME_ESCALATION.labels,
     response_model=EscalationView,
 )
 def resume_escalation(request: Request, escalation_id: PathId) -> dict[str, Any]:

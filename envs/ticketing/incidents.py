@@ -10,28 +10,36 @@ from fastapi import APIRouter, Request
 from fastapi.responses import JSONResponse
 from pydantic import BaseModel, Field
 from sqlalchemy import select
-from sqlalchemy.exc import IntegrityError
 from sqlalchemy.orm import Session
 
 from .._service.kit import (
+    Effect,
     Id,
     PathId,
-    effect_meta,
     error,
+    flush_or_409,
     get_or_404,
     now,
-    record_commit,
     row,
     run_mutation,
     seed_of,
 )
-from .common import SEVERITY_PATTERN, open_incident_or_409, require_no_escalation
+from .common import SEVERITY_PATTERN, require_no_escalation, require_open
 from .fixture import incident_id as new_incident_id
 from .models import Incident, Policy, Responder
 from .views import IncidentOut
 
 router = APIRouter(prefix="/v1")
 REF_PATTERN = r"^[A-Za-z0-9][A-Za-z0-9_.:-]{0,63}$"
+#: One incident per alert reference.
+OPEN_INCIDENT = Effect("incident.open", "create_unique", ("external_ref",), "constraint")
+SET_SEVERITY = Effect("incident.severity", "set", ("incident_id", "severity"))
+ASSIGN_INCIDENT = Effect("incident.assign", "set", ("incident_id", "responder_id"))
+RESOLVE_INCIDENT = Effect("incident.resolve", "set", ("incident_id",))
+REOPEN_INCIDENT = Effect("incident.reopen", "set", ("incident_id",), compensation=True)
+
+#: Makes a change to an incident (its row given); says whether it changed anything.
+Change = Callable[[Session, Incident], bool]
 
 
 class IncidentIn(BaseModel):
@@ -46,7 +54,7 @@ class IncidentIn(BaseModel):
     "/incidents",
     operation_id="open_incident",
     status_code=201,
-    openapi_extra=effect_meta("incident.open", "create_unique", ["external_ref"], "constraint"),
+    openapi_extra=OPEN_INCIDENT.labels,
     response_model=IncidentOut,
 )
 def open_incident(request: Request, body: IncidentIn) -> JSONResponse:
@@ -72,47 +80,54 @@ def open_incident(request: Request, body: IncidentIn) -> JSONResponse:
             **body.model_dump(),
         )
         s.add(inc)
-        record_commit(
-            s,
-            op="incident.open",
-            effect_class="create_unique",
-            identity={"external_ref": body.external_ref},
-            args=body.model_dump(),
-            key=key,
-        )
-        try:
-            s.flush()
-        except IntegrityError as exc:  # a concurrent open won the unique reference
-            raise error(
-                409, "resource_exists", f"Alert {body.external_ref} has an incident"
-            ) from exc
+        OPEN_INCIDENT.commit(s, body.model_dump(), key)
+        # a concurrent open won the unique reference
+        flush_or_409(s, f"Alert {body.external_ref} has an incident")
         return 201, row(inc)
 
     return run_mutation(
-        request, route="open_incident", native=False, payload=body.model_dump(), apply=apply
+        request,
+        route="open_incident",
+        native=OPEN_INCIDENT.native,
+        payload=body.model_dump(),
+        apply=apply,
     )
+
+
+def _change(
+    request: Request, route: str, effect: Effect, payload: dict[str, Any], change: Change
+) -> JSONResponse:
+    """Change the incident `payload` names in one transaction and answer with it; a change
+    that changed something writes `effect`'s commit-log row (the payload is its args)."""
+
+    def apply(s: Session, key: str | None) -> tuple[int, Any]:
+        inc = get_or_404(s, Incident, payload["incident_id"], "incident")
+        if change(s, inc):
+            effect.commit(s, payload, key)
+        return 200, row(inc)
+
+    return run_mutation(request, route=route, native=effect.native, payload=payload, apply=apply)
 
 
 def _set_field(
     request: Request,
     route: str,
+    effect: Effect,
     incident_id: str,
-    op: str,
-    field: str,
     value: str,
     check: Callable[[Session], Any] | None = None,
 ) -> JSONResponse:
-    identity = {"incident_id": incident_id, field: value}
+    """Set the field named last in `effect`'s identity on an open incident."""
+    field = effect.identity[-1]
 
-    def apply(s: Session, key: str | None) -> tuple[int, Any]:
-        inc = open_incident_or_409(s, incident_id, f"change its {field}")
+    def change(s: Session, inc: Incident) -> bool:
+        require_open(inc, f"change its {field}")
         if check is not None:
             check(s)
         setattr(inc, "assignee_id" if field == "responder_id" else field, value)
-        record_commit(s, op=op, effect_class="set", identity=identity, args=identity, key=key)
-        return 200, row(inc)
+        return True
 
-    return run_mutation(request, route=route, native=False, payload=identity, apply=apply)
+    return _change(request, route, effect, {"incident_id": incident_id, field: value}, change)
 
 
 class SeverityIn(BaseModel):
@@ -122,14 +137,12 @@ class SeverityIn(BaseModel):
 @router.put(
     "/incidents/{incident_id}/severity",
     operation_id="set_severity",
-    openapi_extra=effect_meta("incident.severity", "set", ["incident_id", "severity"]),
+    openapi_extra=SET_SEVERITY.labels,
     response_model=IncidentOut,
 )
 def set_severity(request: Request, incident_id: PathId, body: SeverityIn) -> JSONResponse:
     """Set an open incident's severity (sev1 is the worst). Setting it again is harmless."""
-    return _set_field(
-        request, "set_severity", incident_id, "incident.severity", "severity", body.severity
-    )
+    return _set_field(request, "set_severity", SET_SEVERITY, incident_id, body.severity)
 
 
 class AssigneeIn(BaseModel):
@@ -139,7 +152,7 @@ class AssigneeIn(BaseModel):
 @router.put(
     "/incidents/{incident_id}/assignee",
     operation_id="assign_incident",
-    openapi_extra=effect_meta("incident.assign", "set", ["incident_id", "responder_id"]),
+    openapi_extra=ASSIGN_INCIDENT.labels,
     response_model=IncidentOut,
 )
 def assign_incident(request: Request, incident_id: PathId, body: AssigneeIn) -> JSONResponse:
@@ -148,9 +161,8 @@ def assign_incident(request: Request, incident_id: PathId, body: AssigneeIn) -> 
     return _set_field(
         request,
         "assign_incident",
+        ASSIGN_INCIDENT,
         incident_id,
-        "incident.assign",
-        "responder_id",
         body.responder_id,
         lambda s: get_or_404(s, Responder, body.responder_id, "responder"),
     )
@@ -163,29 +175,22 @@ class ResolveIn(BaseModel):
 @router.post(
     "/incidents/{incident_id}/resolve",
     operation_id="resolve_incident",
-    openapi_extra=effect_meta("incident.resolve", "set", ["incident_id"]),
+    openapi_extra=RESOLVE_INCIDENT.labels,
     response_model=IncidentOut,
 )
 def resolve_incident(request: Request, incident_id: PathId, body: ResolveIn) -> JSONResponse:
     """Mark an incident resolved with a resolution summary. This notifies nobody: send a
     resolution notice for that. Resolving a resolved incident only updates the summary."""
-    identity = {"incident_id": incident_id}
-    payload = {**identity, **body.model_dump()}
 
-    def apply(s: Session, key: str | None) -> tuple[int, Any]:
-        inc = get_or_404(s, Incident, incident_id, "incident")
+    def change(s: Session, inc: Incident) -> bool:
         require_no_escalation(s, incident_id)
         if inc.status != "resolved":
             inc.status, inc.resolved = "resolved", now(s)
         inc.resolution = body.resolution
-        record_commit(
-            s, op="incident.resolve", effect_class="set", identity=identity, args=payload, key=key
-        )
-        return 200, row(inc)
+        return True
 
-    return run_mutation(
-        request, route="resolve_incident", native=False, payload=payload, apply=apply
-    )
+    payload = {"incident_id": incident_id, **body.model_dump()}
+    return _change(request, "resolve_incident", RESOLVE_INCIDENT, payload, change)
 
 
 class ReopenIn(BaseModel):
@@ -195,30 +200,18 @@ class ReopenIn(BaseModel):
 @router.post(
     "/incidents/{incident_id}/reopen",
     operation_id="reopen_incident",
-    openapi_extra=effect_meta("incident.reopen", "set", ["incident_id"], compensation=True),
+    openapi_extra=REOPEN_INCIDENT.labels,
     response_model=IncidentOut,
 )
 def reopen_incident(request: Request, incident_id: PathId, body: ReopenIn) -> JSONResponse:
     """Reopen a resolved incident (for one resolved by mistake). An incident that is not
     resolved is returned as it is."""
-    identity = {"incident_id": incident_id}
-    payload = {**identity, **body.model_dump()}
 
-    def apply(s: Session, key: str | None) -> tuple[int, Any]:
-        inc = get_or_404(s, Incident, incident_id, "incident")
-        if inc.status == "resolved":
-            inc.status, inc.resolved, inc.resolution = "open", None, None
-            record_commit(
-                s,
-                op="incident.reopen",
-                effect_class="set",
-                identity=identity,
-                args=payload,
-                key=key,
-                compensation=True,
-            )
-        return 200, row(inc)
+    def change(s: Session, inc: Incident) -> bool:
+        if inc.status != "resolved":
+            return False
+        inc.status, inc.resolved, inc.resolution = "open", None, None
+        return True
 
-    return run_mutation(
-        request, route="reopen_incident", native=False, payload=payload, apply=apply
-    )
+    payload = {"incident_id": incident_id, **body.model_dump()}
+    return _change(request, "reopen_incident", REOPEN_INCIDENT, payload, change)

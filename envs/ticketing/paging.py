@@ -6,6 +6,7 @@ A page or a notice is a real notification: sending it again is a second notifica
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from typing import Any
 
 from fastapi import APIRouter, Query, Request
@@ -16,21 +17,20 @@ from sqlalchemy.orm import Session
 
 from .._service.kit import (
     DbSession,
+    Effect,
     Id,
     KeyHeader,
     PathId,
-    effect_meta,
     error,
     filtered,
     get_or_404,
     new_id,
     now,
     read_route,
-    record_commit,
     row,
     run_mutation,
 )
-from .common import open_incident_or_409, send_page
+from .common import SEND_PAGE, open_incident_or_409, send_page
 from .fixture import AUDIENCES, COMMENT_KINDS
 from .models import Comment, Incident, Notice, Page
 from .views import CommentOut, NoticeOut, PageOut, RetractionOut
@@ -38,6 +38,12 @@ from .views import CommentOut, NoticeOut, PageOut, RetractionOut
 router = APIRouter(prefix="/v1")
 AUDIENCE_PATTERN = f"^({'|'.join(AUDIENCES)})$"
 COMMENT_KIND_PATTERN = f"^({'|'.join(COMMENT_KINDS)})$"
+RETRACT_PAGE = Effect("page.retract", "irreversible_send", ("page_id",), compensation=True)
+RESOLUTION_NOTICE = Effect("notice.resolution", "irreversible_send", ("incident_id", "audience"))
+ADD_COMMENT = Effect("comment.add", "additive", ("incident_id", "kind"))
+
+#: Adds a route's rows in its transaction (after its checks) and returns its answer.
+Write = Callable[[Session], dict[str, Any]]
 
 
 @read_route(router, "/pages", "list_pages", list[PageOut])
@@ -73,9 +79,7 @@ class PageIn(BaseModel):
     "/incidents/{incident_id}/pages",
     operation_id="page_responder",
     status_code=201,
-    openapi_extra=effect_meta(
-        "page.send", "irreversible_send", ["incident_id", "responder_id"], "native"
-    ),
+    openapi_extra=SEND_PAGE.labels,
     response_model=PageOut,
 )
 def page_responder(
@@ -89,7 +93,25 @@ def page_responder(
         inc = open_incident_or_409(s, incident_id, "page anyone")
         return 201, row(send_page(s, inc, body.responder_id, body.message, key=key))
 
-    return run_mutation(request, route="page_responder", native=True, payload=payload, apply=apply)
+    return run_mutation(
+        request, route="page_responder", native=SEND_PAGE.native, payload=payload, apply=apply
+    )
+
+
+def _add(
+    request: Request, route: str, effect: Effect, payload: dict[str, Any], write: Write
+) -> JSONResponse:
+    """One transaction: `write`, then `effect`'s commit-log row (the payload is its args);
+    answers 201 with what `write` returned. Every column of a row is set when it is added,
+    so that answer is what the flush stores."""
+
+    def apply(s: Session, key: str | None) -> tuple[int, Any]:
+        answer = write(s)
+        effect.commit(s, payload, key)
+        s.flush()
+        return 201, answer
+
+    return run_mutation(request, route=route, native=effect.native, payload=payload, apply=apply)
 
 
 def _send_notice(
@@ -122,33 +144,23 @@ class RetractIn(BaseModel):
     "/pages/{page_id}/retractions",
     operation_id="retract_page",
     status_code=201,
-    openapi_extra=effect_meta("page.retract", "irreversible_send", ["page_id"], compensation=True),
+    openapi_extra=RETRACT_PAGE.labels,
     response_model=RetractionOut,
 )
 def retract_page(request: Request, page_id: PathId, body: RetractIn) -> JSONResponse:
     """Follow a mistaken page with a "disregard" notice to the responder who got it, and
     mark the page retracted. A page cannot be unsent: every call sends another notice."""
-    payload = {"page_id": page_id, **body.model_dump()}
 
-    def apply(s: Session, key: str | None) -> tuple[int, Any]:
+    def write(s: Session) -> dict[str, Any]:
         page = get_or_404(s, Page, page_id, "page")
         page.retracted = True
         notice = _send_notice(
             s, page.incident_id, "disregard", page.responder_id, body.message, page.id
         )
-        record_commit(
-            s,
-            op="page.retract",
-            effect_class="irreversible_send",
-            identity={"page_id": page_id},
-            args=payload,
-            key=key,
-            compensation=True,
-        )
-        s.flush()
-        return 201, {**row(notice), "page": row(page)}
+        return {**row(notice), "page": row(page)}
 
-    return run_mutation(request, route="retract_page", native=False, payload=payload, apply=apply)
+    payload = {"page_id": page_id, **body.model_dump()}
+    return _add(request, "retract_page", RETRACT_PAGE, payload, write)
 
 
 class ResolutionNoticeIn(BaseModel):
@@ -160,9 +172,7 @@ class ResolutionNoticeIn(BaseModel):
     "/incidents/{incident_id}/resolution-notices",
     operation_id="send_resolution_notice",
     status_code=201,
-    openapi_extra=effect_meta(
-        "notice.resolution", "irreversible_send", ["incident_id", "audience"]
-    ),
+    openapi_extra=RESOLUTION_NOTICE.labels,
     response_model=NoticeOut,
 )
 def send_resolution_notice(
@@ -170,9 +180,8 @@ def send_resolution_notice(
 ) -> JSONResponse:
     """Tell an audience (stakeholders, status-page, support) that a resolved incident is
     over. The incident must be resolved first. Every call sends another notice."""
-    payload = {"incident_id": incident_id, **body.model_dump()}
 
-    def apply(s: Session, key: str | None) -> tuple[int, Any]:
+    def write(s: Session) -> dict[str, Any]:
         inc = get_or_404(s, Incident, incident_id, "incident")
         if inc.status != "resolved":
             raise error(
@@ -180,21 +189,10 @@ def send_resolution_notice(
                 "incident_not_resolved",
                 f"Incident {inc.external_ref} is {inc.status}; resolve_incident it first",
             )
-        notice = _send_notice(s, incident_id, "resolution", body.audience, body.message)
-        record_commit(
-            s,
-            op="notice.resolution",
-            effect_class="irreversible_send",
-            identity={"incident_id": incident_id, "audience": body.audience},
-            args=payload,
-            key=key,
-        )
-        s.flush()
-        return 201, row(notice)
+        return row(_send_notice(s, incident_id, "resolution", body.audience, body.message))
 
-    return run_mutation(
-        request, route="send_resolution_notice", native=False, payload=payload, apply=apply
-    )
+    payload = {"incident_id": incident_id, **body.model_dump()}
+    return _add(request, "send_resolution_notice", RESOLUTION_NOTICE, payload, write)
 
 
 class CommentIn(BaseModel):
@@ -210,29 +208,20 @@ class CommentIn(BaseModel):
     "/incidents/{incident_id}/comments",
     operation_id="add_comment",
     status_code=201,
-    openapi_extra=effect_meta("comment.add", "additive", ["incident_id", "kind"]),
+    openapi_extra=ADD_COMMENT.labels,
     response_model=CommentOut,
 )
 def add_comment(request: Request, incident_id: PathId, body: CommentIn) -> JSONResponse:
     """Add a comment of a kind (note, status, handover, postmortem) to an incident's
     timeline. Every call adds another comment."""
-    payload = {"incident_id": incident_id, **body.model_dump()}
 
-    def apply(s: Session, key: str | None) -> tuple[int, Any]:
+    def write(s: Session) -> dict[str, Any]:
         get_or_404(s, Incident, incident_id, "incident")
         c = Comment(
             id=new_id(s, "cmt"), incident_id=incident_id, created=now(s), **body.model_dump()
         )
         s.add(c)
-        record_commit(
-            s,
-            op="comment.add",
-            effect_class="additive",
-            identity={"incident_id": incident_id, "kind": body.kind},
-            args=payload,
-            key=key,
-        )
-        s.flush()
-        return 201, row(c)
+        return row(c)
 
-    return run_mutation(request, route="add_comment", native=False, payload=payload, apply=apply)
+    payload = {"incident_id": incident_id, **body.model_dump()}
+    return _add(request, "add_comment", ADD_COMMENT, payload, write)
