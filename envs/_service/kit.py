@@ -79,6 +79,7 @@ __all__ = [
     "run_mutation",
     "seed_of",
     "seeded_id",
+    "write_route",
 ]
 
 T = TypeVar("T")
@@ -163,6 +164,27 @@ class Effect:
 def read_route(router: APIRouter, path: str, op: str, model: Any) -> Callable[[F], F]:
     """A GET route labelled read-only (no effect, never faulted) that answers `model`."""
     return router.get(path, operation_id=op, openapi_extra=READ_ONLY, response_model=model)
+
+
+def write_route(
+    router: APIRouter,
+    method: str,
+    path: str,
+    op: str,
+    effect: Effect,
+    model: Any = None,
+    status_code: int = 200,
+) -> Callable[[F], F]:
+    """A mutating route labelled with its effect (op, class, identity, idempotency) that
+    answers `model` (for the OpenAPI document: the route answers a JSONResponse)."""
+    return router.api_route(
+        path,
+        methods=[method],
+        operation_id=op,
+        status_code=status_code,
+        openapi_extra=effect.labels,
+        response_model=model,
+    )
 
 
 def filtered(q: Q, *conditions: tuple[Any, str | None]) -> Q:

@@ -28,6 +28,7 @@ from .._service.kit import (
     row,
     run_composite,
     run_mutation,
+    write_route,
 )
 from . import schema
 from .common import DividendOut, MigrationOut, apply_delta, audit, dividend_view
@@ -154,13 +155,7 @@ def _declare(s: Session, body: DividendIn, key: str | None) -> str:
     return d.id
 
 
-@router.post(
-    "/dividends",
-    operation_id="pay_dividend",
-    status_code=201,
-    openapi_extra=DECLARE_DIVIDEND.labels,
-    response_model=DividendOut,
-)
+@write_route(router, "POST", "/dividends", "pay_dividend", DECLARE_DIVIDEND, DividendOut, 201)
 def pay_dividend(request: Request, body: DividendIn) -> JSONResponse:
     """Declare a dividend of `amount_per_share` cents on a share class and credit every
     holder's balance. Credits are paid one by one; a dividend left `processing` is finished
@@ -178,11 +173,13 @@ def pay_dividend(request: Request, body: DividendIn) -> JSONResponse:
     )
 
 
-@router.post(
+@write_route(
+    router,
+    "POST",
     "/dividends/{dividend_id}/resume",
-    operation_id="resume_dividend",
-    openapi_extra=RESUME_DIVIDEND.labels,
-    response_model=DividendOut,
+    "resume_dividend",
+    RESUME_DIVIDEND,
+    DividendOut,
 )
 def resume_dividend(request: Request, dividend_id: PathId) -> dict[str, Any]:
     """Pay the credits a `processing` dividend still owes; a paid one is left as it is."""
@@ -266,13 +263,7 @@ def _record_applied(s: Session, name: str, columns: list[dict[str, str]]) -> dic
     return row(m)
 
 
-@router.post(
-    "/migrations",
-    operation_id="apply_migration",
-    status_code=201,
-    openapi_extra=APPLY_MIGRATION.labels,
-    response_model=MigrationOut,
-)
+@write_route(router, "POST", "/migrations", "apply_migration", APPLY_MIGRATION, MigrationOut, 201)
 def apply_migration(request: Request, body: MigrationIn) -> JSONResponse:
     """Create table ext_<name> with the given columns and record it in the migration
     catalog. The DDL and the catalog row are two transactions."""
@@ -288,11 +279,8 @@ def apply_migration(request: Request, body: MigrationIn) -> JSONResponse:
     )
 
 
-@router.post(
-    "/migrations/{name}/repair",
-    operation_id="repair_migration",
-    openapi_extra=REPAIR_MIGRATION.labels,
-    response_model=MigrationOut,
+@write_route(
+    router, "POST", "/migrations/{name}/repair", "repair_migration", REPAIR_MIGRATION, MigrationOut
 )
 def repair_migration(request: Request, name: MigrationName) -> JSONResponse:
     """Record the missing catalog row of a half-applied migration (its table exists, its

@@ -25,6 +25,7 @@ from .._service.kit import (
     now,
     row,
     run_mutation,
+    write_route,
 )
 from .common import TIER_PATTERN, AccountOut, AdjustmentOut, OrderOut, apply_delta, audit
 from .models import Account, Order
@@ -55,12 +56,14 @@ class AdjustmentIn(BaseModel):
         return v
 
 
-@router.post(
+@write_route(
+    router,
+    "POST",
     "/accounts/{account_id}/adjustments",
-    operation_id="adjust_balance",
-    status_code=201,
-    openapi_extra=ADJUST_BALANCE.labels,
-    response_model=AdjustmentOut,
+    "adjust_balance",
+    ADJUST_BALANCE,
+    AdjustmentOut,
+    201,
 )
 def adjust_balance(request: Request, account_id: PathId, body: AdjustmentIn) -> JSONResponse:
     """Add `delta` cents (negative to debit) to an account's balance. Not idempotent: every
@@ -90,12 +93,7 @@ class TierIn(BaseModel):
     tier: str = Field(pattern=TIER_PATTERN)
 
 
-@router.put(
-    "/accounts/{account_id}/tier",
-    operation_id="set_account_tier",
-    openapi_extra=SET_TIER.labels,
-    response_model=AccountOut,
-)
+@write_route(router, "PUT", "/accounts/{account_id}/tier", "set_account_tier", SET_TIER, AccountOut)
 def set_account_tier(request: Request, account_id: PathId, body: TierIn) -> JSONResponse:
     """Set an account's tier (bronze, silver, gold, platinum). Setting it again is harmless."""
     args = {"account_id": account_id, "tier": body.tier}
@@ -119,13 +117,7 @@ class OrderIn(BaseModel):
     total: int = Field(strict=True, gt=0, le=MAX_TOTAL)
 
 
-@router.post(
-    "/orders",
-    operation_id="create_order",
-    status_code=201,
-    openapi_extra=CREATE_ORDER.labels,
-    response_model=OrderOut,
-)
+@write_route(router, "POST", "/orders", "create_order", CREATE_ORDER, OrderOut, 201)
 def create_order(request: Request, body: OrderIn) -> JSONResponse:
     """Create an order; the order number is unique, so a repeat is refused with 409."""
     args = body.model_dump()

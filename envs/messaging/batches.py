@@ -26,6 +26,7 @@ from .._service.kit import (
     new_id,
     now,
     run_composite,
+    write_route,
 )
 from .common import EMAIL_PATTERN, PathId
 from .models import Email, EmailBatch
@@ -125,12 +126,8 @@ def _view(s: Session, batch_id: str) -> dict[str, Any]:
     return batch_view(s, get_or_404(s, EmailBatch, batch_id, "email batch"))
 
 
-@router.post(
-    "/email-batches",
-    operation_id="send_email_batch",
-    status_code=201,
-    openapi_extra=CREATE_BATCH.labels,
-    response_model=EmailBatchView,
+@write_route(
+    router, "POST", "/email-batches", "send_email_batch", CREATE_BATCH, EmailBatchView, 201
 )
 def send_email_batch(request: Request, body: BatchIn) -> JSONResponse:
     """Email the subject to every recipient, one by one. The reference is unique: a repeat
@@ -145,11 +142,13 @@ def send_email_batch(request: Request, body: BatchIn) -> JSONResponse:
     )
 
 
-@router.post(
+@write_route(
+    router,
+    "POST",
     "/email-batches/{batch_id}/resume",
-    operation_id="resume_email_batch",
-    openapi_extra=RESUME_BATCH.labels,
-    response_model=EmailBatchView,
+    "resume_email_batch",
+    RESUME_BATCH,
+    EmailBatchView,
 )
 def resume_email_batch(request: Request, batch_id: PathId) -> dict[str, Any]:
     """Send the emails a `sending` batch still owes; a sent batch is left as it is."""

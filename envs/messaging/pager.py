@@ -22,6 +22,7 @@ from .._service.kit import (
     now,
     row,
     run_mutation,
+    write_route,
 )
 from . import webhooks
 from .common import Id, PathId
@@ -69,13 +70,7 @@ class PageIn(BaseModel):
     dedup_key: str = Field(min_length=1, max_length=64, pattern=r"^[A-Za-z0-9][A-Za-z0-9_.:-]*$")
 
 
-@router.post(
-    "/pages",
-    operation_id="trigger_page",
-    status_code=201,
-    openapi_extra=TRIGGER_PAGE.labels,
-    response_model=PageTriggerOut,
-)
+@write_route(router, "POST", "/pages", "trigger_page", TRIGGER_PAGE, PageTriggerOut, 201)
 def trigger_page(request: Request, body: PageIn) -> JSONResponse:
     """Page the on-call engineer of a service. The dedup key identifies the alert: a
     trigger whose dedup key already has a page joins that page (200, `deduplicated`: true)
@@ -121,11 +116,8 @@ def _move(
     return _firing(request, route, effect, payload, apply)
 
 
-@router.post(
-    "/pages/{page_id}/acknowledge",
-    operation_id="acknowledge_page",
-    openapi_extra=ACKNOWLEDGE_PAGE.labels,
-    response_model=PageOut,
+@write_route(
+    router, "POST", "/pages/{page_id}/acknowledge", "acknowledge_page", ACKNOWLEDGE_PAGE, PageOut
 )
 def acknowledge_page(request: Request, page_id: PathId) -> JSONResponse:
     """Acknowledge a triggered page (stops its escalation). Acknowledging again is
@@ -148,12 +140,7 @@ class ResolveIn(BaseModel):
     note: str = Field(min_length=1, max_length=500)
 
 
-@router.post(
-    "/pages/{page_id}/resolve",
-    operation_id="resolve_page",
-    openapi_extra=RESOLVE_PAGE.labels,
-    response_model=PageOut,
-)
+@write_route(router, "POST", "/pages/{page_id}/resolve", "resolve_page", RESOLVE_PAGE, PageOut)
 def resolve_page(request: Request, page_id: PathId, body: ResolveIn) -> JSONResponse:
     """Resolve a page with a resolution note. Resolving a resolved page changes nothing.
     Subscribers of page.resolved get a webhook when the page becomes resolved."""
@@ -175,12 +162,14 @@ class SubscriptionIn(BaseModel):
     event: str = Field(pattern=webhooks.EVENT_PATTERN)
 
 
-@router.post(
+@write_route(
+    router,
+    "POST",
     "/webhook-subscriptions",
-    operation_id="create_webhook_subscription",
-    status_code=201,
-    openapi_extra=SUBSCRIBE.labels,
-    response_model=WebhookSubscriptionOut,
+    "create_webhook_subscription",
+    SUBSCRIBE,
+    WebhookSubscriptionOut,
+    201,
 )
 def create_webhook_subscription(request: Request, body: SubscriptionIn) -> JSONResponse:
     """Subscribe one of this workspace's webhook endpoints (see list_webhook_endpoints;

@@ -9,7 +9,16 @@ from fastapi.responses import JSONResponse
 from pydantic import BaseModel, Field
 from sqlalchemy.orm import Session
 
-from .._service.kit import Effect, KeyHeader, get_or_404, new_id, now, row, run_mutation
+from .._service.kit import (
+    Effect,
+    KeyHeader,
+    get_or_404,
+    new_id,
+    now,
+    row,
+    run_mutation,
+    write_route,
+)
 from .common import PHONE_PATTERN, PathId
 from .models import Channel, ChatMessage, Sms
 from .views import ChatMessageOut, SmsOut
@@ -25,12 +34,14 @@ class ChatIn(BaseModel):
     text: str = Field(min_length=1, max_length=2000)
 
 
-@router.post(
+@write_route(
+    router,
+    "POST",
     "/channels/{channel_id}/messages",
-    operation_id="post_chat_message",
-    status_code=201,
-    openapi_extra=POST_CHAT.labels,
-    response_model=ChatMessageOut,
+    "post_chat_message",
+    POST_CHAT,
+    ChatMessageOut,
+    201,
 )
 def post_chat_message(request: Request, channel_id: PathId, body: ChatIn) -> JSONResponse:
     """Post a message to a chat channel. Everyone in the channel sees it at once; every
@@ -55,13 +66,7 @@ class SmsIn(BaseModel):
     body: str = Field(min_length=1, max_length=480)
 
 
-@router.post(
-    "/sms",
-    operation_id="send_sms",
-    status_code=201,
-    openapi_extra=SEND_SMS.labels,
-    response_model=SmsOut,
-)
+@write_route(router, "POST", "/sms", "send_sms", SEND_SMS, SmsOut, 201)
 def send_sms(request: Request, body: SmsIn, idempotency_key: KeyHeader = None) -> JSONResponse:
     """Send a text message to a phone number. Every call without a key sends a new SMS.
     Accepts an Idempotency-Key: a retry with the same key is not sent again and replays

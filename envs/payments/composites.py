@@ -21,6 +21,7 @@ from .._service.kit import (
     new_id,
     now,
     run_composite,
+    write_route,
 )
 from .common import Currency, PayoutOut, debit, payout_view
 from .models import Balance, Payout, Transfer
@@ -116,13 +117,7 @@ def _open_payout(s: Session, body: PayoutIn, key: str | None) -> str:
     return p.id
 
 
-@router.post(
-    "/payouts",
-    operation_id="create_payout",
-    status_code=201,
-    openapi_extra=CREATE_PAYOUT.labels,
-    response_model=PayoutOut,
-)
+@write_route(router, "POST", "/payouts", "create_payout", CREATE_PAYOUT, PayoutOut, 201)
 def create_payout(request: Request, body: PayoutIn) -> JSONResponse:
     """Split a payout across recipients. Transfers are paid one by one; a payout left in
     `processing` can be finished with resume_payout."""
@@ -140,11 +135,8 @@ def create_payout(request: Request, body: PayoutIn) -> JSONResponse:
     )
 
 
-@router.post(
-    "/payouts/{payout_id}/resume",
-    operation_id="resume_payout",
-    openapi_extra=RESUME_PAYOUT.labels,
-    response_model=PayoutOut,
+@write_route(
+    router, "POST", "/payouts/{payout_id}/resume", "resume_payout", RESUME_PAYOUT, PayoutOut
 )
 def resume_payout(request: Request, payout_id: str) -> dict[str, Any]:
     """Pay the transfers a `processing` payout still owes; a paid payout is left as it is."""

@@ -25,6 +25,7 @@ from .._service.kit import (
     row,
     run_mutation,
     seed_of,
+    write_route,
 )
 from .common import (
     ChargeOut,
@@ -65,13 +66,7 @@ class CustomerIn(BaseModel):
     name: str = Field(min_length=1, max_length=255)
 
 
-@router.post(
-    "/customers",
-    operation_id="create_customer",
-    status_code=201,
-    openapi_extra=CREATE_CUSTOMER.labels,
-    response_model=CustomerOut,
-)
+@write_route(router, "POST", "/customers", "create_customer", CREATE_CUSTOMER, CustomerOut, 201)
 def create_customer(request: Request, body: CustomerIn) -> JSONResponse:
     """Create a customer; the email must be unique."""
     args = body.model_dump()
@@ -117,13 +112,7 @@ class ChargeIn(BaseModel):
     description: str = Field(min_length=1, max_length=255)
 
 
-@router.post(
-    "/charges",
-    operation_id="create_charge",
-    status_code=201,
-    openapi_extra=CREATE_CHARGE.labels,
-    response_model=ChargeOut,
-)
+@write_route(router, "POST", "/charges", "create_charge", CREATE_CHARGE, ChargeOut, 201)
 def create_charge(
     request: Request, body: ChargeIn, idempotency_key: KeyHeader = None
 ) -> JSONResponse:
@@ -148,13 +137,7 @@ class RefundIn(BaseModel):
     reason: str = Field(default="requested_by_customer", max_length=64)
 
 
-@router.post(
-    "/refunds",
-    operation_id="create_refund",
-    status_code=201,
-    openapi_extra=CREATE_REFUND.labels,
-    response_model=RefundOut,
-)
+@write_route(router, "POST", "/refunds", "create_refund", CREATE_REFUND, RefundOut, 201)
 def create_refund(
     request: Request, body: RefundIn, idempotency_key: KeyHeader = None
 ) -> JSONResponse:
@@ -190,11 +173,13 @@ def create_refund(
     )
 
 
-@router.post(
+@write_route(
+    router,
+    "POST",
     "/subscriptions/{subscription_id}/renew",
-    operation_id="renew_subscription",
-    openapi_extra=RENEW_SUBSCRIPTION.labels,
-    response_model=RenewalOut,
+    "renew_subscription",
+    RENEW_SUBSCRIPTION,
+    RenewalOut,
 )
 def renew_subscription(request: Request, subscription_id: str) -> JSONResponse:
     """Bill the next period of a subscription: creates an invoice and a charge."""
@@ -234,11 +219,13 @@ class SubscriptionStatusIn(BaseModel):
     status: str = Field(pattern="^(active|canceled|paused)$")
 
 
-@router.put(
+@write_route(
+    router,
+    "PUT",
     "/subscriptions/{subscription_id}/status",
-    operation_id="set_subscription_status",
-    openapi_extra=SET_SUBSCRIPTION_STATUS.labels,
-    response_model=SubscriptionOut,
+    "set_subscription_status",
+    SET_SUBSCRIPTION_STATUS,
+    SubscriptionOut,
 )
 def set_subscription_status(
     request: Request, subscription_id: str, body: SubscriptionStatusIn
@@ -269,13 +256,7 @@ class WireIn(BaseModel):
     target_currency: Currency
 
 
-@router.post(
-    "/wires",
-    operation_id="create_wire",
-    status_code=201,
-    openapi_extra=SEND_WIRE.labels,
-    response_model=WireOut,
-)
+@write_route(router, "POST", "/wires", "create_wire", SEND_WIRE, WireOut, 201)
 def create_wire(request: Request, body: WireIn, idempotency_key: KeyHeader = None) -> JSONResponse:
     """Send a cross-border wire at a quoted rate. Irreversible. Accepts an Idempotency-Key."""
     args = body.model_dump()

@@ -29,6 +29,7 @@ from .._service.kit import (
     now,
     read_route,
     run_composite,
+    write_route,
 )
 from .common import open_incident_or_409, require_no_escalation, send_page
 from .fixture import escalation_message, more_severe
@@ -135,12 +136,14 @@ def _view(s: Session, escalation_id: str) -> dict[str, Any]:
     return escalation_view(s, get_or_404(s, Escalation, escalation_id, "escalation"))
 
 
-@router.post(
+@write_route(
+    router,
+    "POST",
     "/incidents/{incident_id}/escalations",
-    operation_id="escalate_incident",
-    status_code=201,
-    openapi_extra=ESCALATE_INCIDENT.labels,
-    response_model=EscalationView,
+    "escalate_incident",
+    ESCALATE_INCIDENT,
+    EscalationView,
+    201,
 )
 def escalate_incident(request: Request, incident_id: PathId, body: EscalateIn) -> JSONResponse:
     """Escalate an open incident to the next level of its escalation policy: raise its
@@ -157,11 +160,13 @@ def escalate_incident(request: Request, incident_id: PathId, body: EscalateIn) -
     )
 
 
-@router.post(
+@write_route(
+    router,
+    "POST",
     "/escalations/{escalation_id}/resume",
-    operation_id="resume_escalation",
-    openapi_extra=RESUME_ESCALATION.labels,
-    response_model=EscalationView,
+    "resume_escalation",
+    RESUME_ESCALATION,
+    EscalationView,
 )
 def resume_escalation(request: Request, escalation_id: PathId) -> dict[str, Any]:
     """Page the responders an in_progress escalation has not paged yet, then mark it

@@ -23,6 +23,7 @@ from .._service.kit import (
     row,
     run_mutation,
     seed_of,
+    write_route,
 )
 from .common import SEVERITY_PATTERN, require_no_escalation, require_open
 from .fixture import incident_id as new_incident_id
@@ -50,13 +51,7 @@ class IncidentIn(BaseModel):
     policy_id: Id
 
 
-@router.post(
-    "/incidents",
-    operation_id="open_incident",
-    status_code=201,
-    openapi_extra=OPEN_INCIDENT.labels,
-    response_model=IncidentOut,
-)
+@write_route(router, "POST", "/incidents", "open_incident", OPEN_INCIDENT, IncidentOut, 201)
 def open_incident(request: Request, body: IncidentIn) -> JSONResponse:
     """Open an incident for an alert. One incident per alert reference (external_ref): a
     repeat is refused with 409. Opening pages nobody."""
@@ -134,11 +129,8 @@ class SeverityIn(BaseModel):
     severity: str = Field(pattern=SEVERITY_PATTERN)
 
 
-@router.put(
-    "/incidents/{incident_id}/severity",
-    operation_id="set_severity",
-    openapi_extra=SET_SEVERITY.labels,
-    response_model=IncidentOut,
+@write_route(
+    router, "PUT", "/incidents/{incident_id}/severity", "set_severity", SET_SEVERITY, IncidentOut
 )
 def set_severity(request: Request, incident_id: PathId, body: SeverityIn) -> JSONResponse:
     """Set an open incident's severity (sev1 is the worst). Setting it again is harmless."""
@@ -149,11 +141,13 @@ class AssigneeIn(BaseModel):
     responder_id: Id
 
 
-@router.put(
+@write_route(
+    router,
+    "PUT",
     "/incidents/{incident_id}/assignee",
-    operation_id="assign_incident",
-    openapi_extra=ASSIGN_INCIDENT.labels,
-    response_model=IncidentOut,
+    "assign_incident",
+    ASSIGN_INCIDENT,
+    IncidentOut,
 )
 def assign_incident(request: Request, incident_id: PathId, body: AssigneeIn) -> JSONResponse:
     """Assign an open incident to a responder. Assigning does not page them; setting the
@@ -172,11 +166,13 @@ class ResolveIn(BaseModel):
     resolution: str = Field(min_length=1, max_length=500)
 
 
-@router.post(
+@write_route(
+    router,
+    "POST",
     "/incidents/{incident_id}/resolve",
-    operation_id="resolve_incident",
-    openapi_extra=RESOLVE_INCIDENT.labels,
-    response_model=IncidentOut,
+    "resolve_incident",
+    RESOLVE_INCIDENT,
+    IncidentOut,
 )
 def resolve_incident(request: Request, incident_id: PathId, body: ResolveIn) -> JSONResponse:
     """Mark an incident resolved with a resolution summary. This notifies nobody: send a
@@ -197,11 +193,13 @@ class ReopenIn(BaseModel):
     reason: str = Field(min_length=1, max_length=500)
 
 
-@router.post(
+@write_route(
+    router,
+    "POST",
     "/incidents/{incident_id}/reopen",
-    operation_id="reopen_incident",
-    openapi_extra=REOPEN_INCIDENT.labels,
-    response_model=IncidentOut,
+    "reopen_incident",
+    REOPEN_INCIDENT,
+    IncidentOut,
 )
 def reopen_incident(request: Request, incident_id: PathId, body: ReopenIn) -> JSONResponse:
     """Reopen a resolved incident (for one resolved by mistake). An incident that is not

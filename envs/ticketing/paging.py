@@ -29,6 +29,7 @@ from .._service.kit import (
     read_route,
     row,
     run_mutation,
+    write_route,
 )
 from .common import SEND_PAGE, open_incident_or_409, send_page
 from .fixture import AUDIENCES, COMMENT_KINDS
@@ -75,12 +76,8 @@ class PageIn(BaseModel):
     message: str = Field(min_length=1, max_length=500)
 
 
-@router.post(
-    "/incidents/{incident_id}/pages",
-    operation_id="page_responder",
-    status_code=201,
-    openapi_extra=SEND_PAGE.labels,
-    response_model=PageOut,
+@write_route(
+    router, "POST", "/incidents/{incident_id}/pages", "page_responder", SEND_PAGE, PageOut, 201
 )
 def page_responder(
     request: Request, incident_id: PathId, body: PageIn, idempotency_key: KeyHeader = None
@@ -140,12 +137,8 @@ class RetractIn(BaseModel):
     message: str = Field(min_length=1, max_length=1000)
 
 
-@router.post(
-    "/pages/{page_id}/retractions",
-    operation_id="retract_page",
-    status_code=201,
-    openapi_extra=RETRACT_PAGE.labels,
-    response_model=RetractionOut,
+@write_route(
+    router, "POST", "/pages/{page_id}/retractions", "retract_page", RETRACT_PAGE, RetractionOut, 201
 )
 def retract_page(request: Request, page_id: PathId, body: RetractIn) -> JSONResponse:
     """Follow a mistaken page with a "disregard" notice to the responder who got it, and
@@ -168,12 +161,14 @@ class ResolutionNoticeIn(BaseModel):
     message: str = Field(min_length=1, max_length=1000)
 
 
-@router.post(
+@write_route(
+    router,
+    "POST",
     "/incidents/{incident_id}/resolution-notices",
-    operation_id="send_resolution_notice",
-    status_code=201,
-    openapi_extra=RESOLUTION_NOTICE.labels,
-    response_model=NoticeOut,
+    "send_resolution_notice",
+    RESOLUTION_NOTICE,
+    NoticeOut,
+    201,
 )
 def send_resolution_notice(
     request: Request, incident_id: PathId, body: ResolutionNoticeIn
@@ -204,12 +199,8 @@ class CommentIn(BaseModel):
     body: str = Field(min_length=1, max_length=2000)
 
 
-@router.post(
-    "/incidents/{incident_id}/comments",
-    operation_id="add_comment",
-    status_code=201,
-    openapi_extra=ADD_COMMENT.labels,
-    response_model=CommentOut,
+@write_route(
+    router, "POST", "/incidents/{incident_id}/comments", "add_comment", ADD_COMMENT, CommentOut, 201
 )
 def add_comment(request: Request, incident_id: PathId, body: CommentIn) -> JSONResponse:
     """Add a comment of a kind (note, status, handover, postmortem) to an incident's

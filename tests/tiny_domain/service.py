@@ -24,6 +24,7 @@ from undobench_gym.envs._service.kit import (
     row,
     row_model,
     run_mutation,
+    write_route,
 )
 
 from .fixture import build_fixture
@@ -60,13 +61,7 @@ class NoteIn(BaseModel):
     body: str = Field(min_length=1, max_length=1000)
 
 
-@router.post(
-    "/notes",
-    operation_id="create_note",
-    status_code=201,
-    response_model=NoteOut,
-    openapi_extra=CREATE_NOTE.labels,
-)
+@write_route(router, "POST", "/notes", "create_note", CREATE_NOTE, NoteOut, 201)
 def create_note(request: Request, body: NoteIn, idempotency_key: KeyHeader = None) -> JSONResponse:
     """Write a note. Accepts an Idempotency-Key header."""
 
