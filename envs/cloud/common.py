@@ -11,7 +11,8 @@ from typing import Any
 from sqlalchemy import select
 from sqlalchemy.orm import Session
 
-from .._service.kit import error, flush_or_409, new_id, now, record_commit, row, seed_of
+from .._service.kit import Effect, error, flush_or_409, new_id, now, row, seed_of
+from .effects import DEPLOY, REGISTER, SET_TRAFFIC
 from .fixture import COLOURS, address_for, deployment_id
 from .models import Cutover, Deployment, Endpoint, Event, Service, Traffic
 
@@ -38,6 +39,21 @@ def event(
     )
 
 
+def log_effect(
+    s: Session,
+    effect: Effect,
+    args: dict[str, Any],
+    key: str | None,
+    service_id: str,
+    deployment_id: str | None = None,
+    **detail: Any,
+) -> None:
+    """An effect's activity-log row (named after its op) and its commit-log row, in that
+    order: both read the virtual clock."""
+    event(s, effect.op, service_id, deployment_id, **detail)
+    effect.commit(s, args, key)
+
+
 def active_deployment(s: Session, service_id: str, colour: str) -> Deployment | None:
     q = select(Deployment).where(
         Deployment.service_id == service_id,
@@ -52,6 +68,14 @@ def weights(s: Session, service_id: str) -> dict[str, int]:
     out = {c: 0 for c in COLOURS}
     out.update({t.colour: t.weight for t in rows})
     return out
+
+
+def endpoint_of(s: Session, service_id: str, deployment_id: str) -> Endpoint | None:
+    """The deployment's entry in the service's discovery catalog, if it has one."""
+    q = select(Endpoint).where(
+        Endpoint.service_id == service_id, Endpoint.deployment_id == deployment_id
+    )
+    return s.scalar(q)
 
 
 def require_no_traffic(s: Session, service_id: str, colour: str, doing: str) -> None:
@@ -87,10 +111,10 @@ def deploy_revision(
     *,
     health: str = "healthy",
     key: str | None = None,
-    op: str = "deployment.create",
-    compensation: bool = False,
+    effect: Effect = DEPLOY,
 ) -> Deployment:
-    """A new revision in one slot: it becomes active, the slot's previous one superseded."""
+    """A new revision in one slot: it becomes active, the slot's previous one superseded.
+    `effect` names what the revision is (a deployment, or a rollback's redeploy)."""
     previous = active_deployment(s, svc.id, colour)
     if previous is not None:
         previous.status = "superseded"
@@ -108,38 +132,17 @@ def deploy_revision(
         created=now(s),
     )
     s.add(dep)
-    event(
-        s,
-        op,
-        svc.id,
-        dep.id,
-        colour=colour,
-        image=image,
-        replicas=replicas,
-        revision=dep.revision,
-        replaced=previous.id if previous else None,
-    )
-    identity: dict[str, Any] = {"service_id": svc.id, "colour": colour}
-    if op == "deployment.create":
-        identity.update(image=image, replicas=replicas)
-    record_commit(
-        s,
-        op=op,
-        effect_class="additive",
-        identity=identity,
-        args={"service_id": svc.id, "colour": colour, "image": image, "replicas": replicas},
-        key=key,
-        compensation=compensation,
-    )
+    args = {"service_id": svc.id, "colour": colour, "image": image, "replicas": replicas}
+    detail = {"colour": colour, "image": image, "replicas": replicas, "revision": dep.revision}
+    replaced = previous.id if previous else None
+    log_effect(s, effect, args, key, svc.id, dep.id, **detail, replaced=replaced)
     s.flush()
     return dep
 
 
 def register(s: Session, svc: Service, dep: Deployment, key: str | None = None) -> Endpoint:
     """Add a deployment to the discovery catalog (unique per service and deployment)."""
-    found = s.scalar(
-        select(Endpoint).where(Endpoint.service_id == svc.id, Endpoint.deployment_id == dep.id)
-    )
+    found = endpoint_of(s, svc.id, dep.id)
     if found is not None:
         raise error(
             409,
@@ -156,15 +159,8 @@ def register(s: Session, svc: Service, dep: Deployment, key: str | None = None) 
         registered=now(s),
     )
     s.add(ep)
-    event(s, "endpoint.register", svc.id, dep.id, address=ep.address)
-    record_commit(
-        s,
-        op="endpoint.register",
-        effect_class="create_unique",
-        identity={"service_id": svc.id, "deployment_id": dep.id},
-        args={"service_id": svc.id, "deployment_id": dep.id},
-        key=key,
-    )
+    args = {"service_id": svc.id, "deployment_id": dep.id}
+    log_effect(s, REGISTER, args, key, svc.id, dep.id, address=ep.address)
     # A concurrent registration may have won the unique constraint.
     flush_or_409(s, f"Deployment {dep.id} is already registered")
     return ep
@@ -180,10 +176,7 @@ def check_servable(s: Session, svc: Service, new: dict[str, int]) -> None:
             raise error(409, "no_deployment", f"{svc.name} has no active {colour} deployment")
         if dep.health != "healthy":
             raise error(409, "not_healthy", f"The {colour} deployment {dep.id} is {dep.health}")
-        registered = s.scalar(
-            select(Endpoint).where(Endpoint.service_id == svc.id, Endpoint.deployment_id == dep.id)
-        )
-        if registered is None:
+        if endpoint_of(s, svc.id, dep.id) is None:
             raise error(
                 409,
                 "not_registered",
@@ -200,11 +193,7 @@ def set_weights(s: Session, svc: Service, new: dict[str, int], key: str | None =
             s.add(Traffic(service_id=svc.id, colour=colour, weight=new[colour]))
         else:
             t.weight = new[colour]
-    event(s, "traffic.set", svc.id, None, **new)
-    identity = {"service_id": svc.id, **new}
-    record_commit(
-        s, op="traffic.set", effect_class="set", identity=identity, args=identity, key=key
-    )
+    log_effect(s, SET_TRAFFIC, {"service_id": svc.id, **new}, key, svc.id, None, **new)
 
 
 def service_view(s: Session, svc: Service) -> dict[str, Any]:

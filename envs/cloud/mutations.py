@@ -10,32 +10,23 @@ from typing import Any
 from fastapi import APIRouter, Request
 from fastapi.responses import JSONResponse
 from pydantic import BaseModel, Field, model_validator
-from sqlalchemy import select
 from sqlalchemy.orm import Session
 
-from .._service.kit import (
-    Id,
-    KeyHeader,
-    PathId,
-    effect_meta,
-    error,
-    get_or_404,
-    record_commit,
-    row,
-    run_mutation,
-)
+from .._service.kit import Id, KeyHeader, PathId, error, get_or_404, row, run_mutation
 from .common import (
     COLOUR_PATTERN,
     IMAGE_PATTERN,
     MAX_REPLICAS,
     deploy_revision,
-    event,
+    endpoint_of,
+    log_effect,
     register,
     require_no_traffic,
     set_weights,
     weights,
 )
-from .models import Deployment, Endpoint, Service
+from .effects import DEPLOY, DEREGISTER, REGISTER, RESTART, SCALE, SET_TRAFFIC
+from .models import Deployment, Service
 from .responses import DeploymentOut, DeregisteredOut, EndpointOut, TrafficOut
 
 router = APIRouter(prefix="/v1")
@@ -55,9 +46,7 @@ class DeploymentIn(BaseModel):
     operation_id="create_deployment",
     status_code=201,
     response_model=DeploymentOut,
-    openapi_extra=effect_meta(
-        "deployment.create", "additive", ["service_id", "colour", "image", "replicas"], "native"
-    ),
+    openapi_extra=DEPLOY.labels,
 )
 def create_deployment(
     request: Request, service_id: PathId, body: DeploymentIn, idempotency_key: KeyHeader = None
@@ -74,7 +63,7 @@ def create_deployment(
         return 201, row(dep)
 
     return run_mutation(
-        request, route="create_deployment", native=True, payload=payload, apply=apply
+        request, route="create_deployment", native=DEPLOY.native, payload=payload, apply=apply
     )
 
 
@@ -98,26 +87,23 @@ class ScaleIn(BaseModel):
     "/deployments/{deployment_id}/replicas",
     operation_id="scale_deployment",
     response_model=DeploymentOut,
-    openapi_extra=effect_meta("deployment.scale", "set", ["deployment_id", "replicas"]),
+    openapi_extra=SCALE.labels,
 )
 def scale_deployment(request: Request, deployment_id: PathId, body: ScaleIn) -> JSONResponse:
     """Set the replica count of an active deployment. Setting the same count again is
     harmless. A deployment that takes traffic cannot be scaled to 0."""
-    identity = {"deployment_id": deployment_id, "replicas": body.replicas}
+    args = {"deployment_id": deployment_id, "replicas": body.replicas}
 
     def apply(s: Session, key: str | None) -> tuple[int, Any]:
         dep = _active_or_409(s, deployment_id)
         if body.replicas == 0 and weights(s, dep.service_id)[dep.colour] > 0:
             raise error(409, "slot_in_service", f"The {dep.colour} slot takes traffic")
         previous, dep.replicas = dep.replicas, body.replicas
-        event(s, "deployment.scale", dep.service_id, dep.id, replicas=body.replicas, was=previous)
-        record_commit(
-            s, op="deployment.scale", effect_class="set", identity=identity, args=identity, key=key
-        )
+        log_effect(s, SCALE, args, key, dep.service_id, dep.id, replicas=dep.replicas, was=previous)
         return 200, row(dep)
 
     return run_mutation(
-        request, route="scale_deployment", native=False, payload=identity, apply=apply
+        request, route="scale_deployment", native=SCALE.native, payload=args, apply=apply
     )
 
 
@@ -130,29 +116,21 @@ class RestartIn(BaseModel):
     operation_id="restart_instances",
     status_code=201,
     response_model=DeploymentOut,
-    openapi_extra=effect_meta("deployment.restart", "additive", ["deployment_id"]),
+    openapi_extra=RESTART.labels,
 )
 def restart_instances(request: Request, deployment_id: PathId, body: RestartIn) -> JSONResponse:
     """Rolling-restart every instance of an active deployment (e.g. to pick up rotated
     secrets). Not idempotent: every call is another restart of every instance."""
-    payload = {"deployment_id": deployment_id, **body.model_dump()}
+    args = {"deployment_id": deployment_id, **body.model_dump()}
 
     def apply(s: Session, key: str | None) -> tuple[int, Any]:
         dep = _active_or_409(s, deployment_id)
         dep.restart_count += 1
-        event(s, "deployment.restart", dep.service_id, dep.id, reason=body.reason)
-        record_commit(
-            s,
-            op="deployment.restart",
-            effect_class="additive",
-            identity={"deployment_id": deployment_id},
-            args=payload,
-            key=key,
-        )
+        log_effect(s, RESTART, args, key, dep.service_id, dep.id, reason=body.reason)
         return 201, row(dep)
 
     return run_mutation(
-        request, route="restart_instances", native=False, payload=payload, apply=apply
+        request, route="restart_instances", native=RESTART.native, payload=args, apply=apply
     )
 
 
@@ -174,7 +152,7 @@ class TrafficIn(BaseModel):
     "/services/{service_id}/traffic",
     operation_id="set_traffic",
     response_model=TrafficOut,
-    openapi_extra=effect_meta("traffic.set", "set", ["service_id", "blue", "green"]),
+    openapi_extra=SET_TRAFFIC.labels,
 )
 def set_traffic(request: Request, service_id: PathId, body: TrafficIn) -> JSONResponse:
     """Set the percentage of a service's traffic each colour receives (blue + green = 100).
@@ -187,7 +165,9 @@ def set_traffic(request: Request, service_id: PathId, body: TrafficIn) -> JSONRe
         set_weights(s, svc, body.model_dump(), key=key)
         return 200, {"service_id": service_id, "traffic": weights(s, service_id)}
 
-    return run_mutation(request, route="set_traffic", native=False, payload=payload, apply=apply)
+    return run_mutation(
+        request, route="set_traffic", native=SET_TRAFFIC.native, payload=payload, apply=apply
+    )
 
 
 class EndpointIn(BaseModel):
@@ -199,9 +179,7 @@ class EndpointIn(BaseModel):
     operation_id="register_endpoint",
     status_code=201,
     response_model=EndpointOut,
-    openapi_extra=effect_meta(
-        "endpoint.register", "create_unique", ["service_id", "deployment_id"], "constraint"
-    ),
+    openapi_extra=REGISTER.labels,
 )
 def register_endpoint(request: Request, service_id: PathId, body: EndpointIn) -> JSONResponse:
     """Register a healthy active deployment of the service in the discovery catalog. A
@@ -218,7 +196,7 @@ def register_endpoint(request: Request, service_id: PathId, body: EndpointIn) ->
         return 201, row(register(s, svc, dep, key=key))
 
     return run_mutation(
-        request, route="register_endpoint", native=False, payload=payload, apply=apply
+        request, route="register_endpoint", native=REGISTER.native, payload=payload, apply=apply
     )
 
 
@@ -226,24 +204,18 @@ def register_endpoint(request: Request, service_id: PathId, body: EndpointIn) ->
     "/services/{service_id}/endpoints/{deployment_id}",
     operation_id="deregister_endpoint",
     response_model=DeregisteredOut,
-    openapi_extra=effect_meta(
-        "endpoint.deregister", "set", ["service_id", "deployment_id"], compensation=True
-    ),
+    openapi_extra=DEREGISTER.labels,
 )
 def deregister_endpoint(
     request: Request, service_id: PathId, deployment_id: PathId
 ) -> JSONResponse:
     """Remove a deployment from the service's discovery catalog, so clients stop resolving
     it. A deployment that takes traffic cannot be removed. 404 if it is not registered."""
-    identity = {"service_id": service_id, "deployment_id": deployment_id}
+    args = {"service_id": service_id, "deployment_id": deployment_id}
 
     def apply(s: Session, key: str | None) -> tuple[int, Any]:
         get_or_404(s, Service, service_id, "service")
-        ep = s.scalar(
-            select(Endpoint).where(
-                Endpoint.service_id == service_id, Endpoint.deployment_id == deployment_id
-            )
-        )
+        ep = endpoint_of(s, service_id, deployment_id)
         if ep is None:
             raise error(
                 404, "resource_missing", f"Deployment {deployment_id} is not in the catalog"
@@ -258,18 +230,9 @@ def deregister_endpoint(
             )
         view = row(ep)
         s.delete(ep)
-        event(s, "endpoint.deregister", service_id, deployment_id, address=view["address"])
-        record_commit(
-            s,
-            op="endpoint.deregister",
-            effect_class="set",
-            identity=identity,
-            args=identity,
-            key=key,
-            compensation=True,
-        )
+        log_effect(s, DEREGISTER, args, key, service_id, deployment_id, address=view["address"])
         return 200, {**view, "deregistered": True}
 
     return run_mutation(
-        request, route="deregister_endpoint", native=False, payload=identity, apply=apply
+        request, route="deregister_endpoint", native=DEREGISTER.native, payload=args, apply=apply
     )

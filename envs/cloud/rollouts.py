@@ -20,7 +20,6 @@ from sqlalchemy.orm import Session
 from .._service.kit import (
     DbSession,
     PathId,
-    effect_meta,
     error,
     filtered,
     flush_or_409,
@@ -29,7 +28,6 @@ from .._service.kit import (
     maybe_crash,
     now,
     read_route,
-    record_commit,
     row,
     run_composite,
     run_mutation,
@@ -41,15 +39,18 @@ from .common import (
     MAX_REPLICAS,
     active_deployment,
     deploy_revision,
+    endpoint_of,
     event,
+    log_effect,
     register,
     require_no_cutover,
     require_no_traffic,
     set_weights,
     weights,
 )
+from .effects import RESUME_CUTOVER, ROLLBACK, START_CUTOVER
 from .fixture import cutover_id as new_cutover_id
-from .models import Cutover, Deployment, Endpoint, Service
+from .models import Cutover, Deployment, Service
 from .responses import CutoverDetail, RollbackOut
 
 router = APIRouter(prefix="/v1")
@@ -148,15 +149,9 @@ def _start(s: Session, service_id: str, body: CutoverIn, key: str | None) -> str
         created=now(s),
     )
     s.add(c)
-    event(s, "cutover.start", service_id, dep.id, change_id=body.change_id, colour=colour)
-    identity = {"service_id": service_id, **body.model_dump()}
-    record_commit(
-        s,
-        op="cutover.start",
-        effect_class="create_unique",
-        identity=identity,
-        args=identity,
-        key=key,
+    args = {"service_id": service_id, **body.model_dump()}
+    log_effect(
+        s, START_CUTOVER, args, key, service_id, dep.id, change_id=c.change_id, colour=colour
     )
     flush_or_409(s, f"Cutover {body.change_id} already exists")  # a concurrent start won
     return c.id
@@ -173,14 +168,9 @@ def _step(engine: Engine, cutover_id: str, expected: str, resuming: bool = False
         if c.step != expected:
             return False
         if resuming:
-            event(s, "cutover.resume", c.service_id, c.deployment_id, change_id=c.change_id)
-            identity = {"cutover_id": cutover_id}
-            record_commit(
-                s,
-                op="cutover.resume",
-                effect_class="set",
-                identity=identity,
-                args={**identity, "from_step": expected},
+            args = {"cutover_id": cutover_id, "from_step": expected}
+            log_effect(
+                s, RESUME_CUTOVER, args, None, c.service_id, c.deployment_id, change_id=c.change_id
             )
         svc = get_or_404(s, Service, c.service_id, "service")
         dep = get_or_404(s, Deployment, c.deployment_id, "deployment")
@@ -191,12 +181,7 @@ def _step(engine: Engine, cutover_id: str, expected: str, resuming: bool = False
             event(s, "deployment.healthy", svc.id, dep.id, checks="passed")
             c.step = "healthy"
         elif expected == "healthy":
-            registered = s.scalar(
-                select(Endpoint).where(
-                    Endpoint.service_id == svc.id, Endpoint.deployment_id == dep.id
-                )
-            )
-            if registered is None:
+            if endpoint_of(s, svc.id, dep.id) is None:
                 register(s, svc, dep)
             c.step = "registered"
         else:
@@ -223,12 +208,7 @@ def _advance(request: Request, cutover_id: str, resuming: bool = False) -> None:
     operation_id="start_cutover",
     status_code=201,
     response_model=CutoverDetail,
-    openapi_extra=effect_meta(
-        "cutover.start",
-        "create_unique",
-        ["service_id", "change_id", "image", "replicas"],
-        "constraint",
-    ),
+    openapi_extra=START_CUTOVER.labels,
 )
 def start_cutover(request: Request, service_id: PathId, body: CutoverIn) -> JSONResponse:
     """Blue/green cutover of a service to a new image: deploy it into the idle colour (the
@@ -243,6 +223,7 @@ def start_cutover(request: Request, service_id: PathId, body: CutoverIn) -> JSON
         start=lambda s, key: _start(s, service_id, body, key),
         advance=lambda cutover_id: _advance(request, cutover_id),
         view=_cutover,
+        native=START_CUTOVER.native,
     )
 
 
@@ -250,7 +231,7 @@ def start_cutover(request: Request, service_id: PathId, body: CutoverIn) -> JSON
     "/cutovers/{cutover_id}/resume",
     operation_id="resume_cutover",
     response_model=CutoverDetail,
-    openapi_extra=effect_meta("cutover.resume", "set", ["cutover_id"]),
+    openapi_extra=RESUME_CUTOVER.labels,
 )
 def resume_cutover(request: Request, cutover_id: PathId) -> dict[str, Any]:
     """Finish the steps an in_progress cutover still lacks (health check, catalog
@@ -278,16 +259,14 @@ class RollbackIn(BaseModel):
     operation_id="rollback_deployment",
     status_code=201,
     response_model=RollbackOut,
-    openapi_extra=effect_meta(
-        "deployment.rollback", "additive", ["service_id", "colour"], compensation=True
-    ),
+    openapi_extra=ROLLBACK.labels,
 )
 def rollback_deployment(request: Request, service_id: PathId, body: RollbackIn) -> JSONResponse:
     """Roll one colour of a service back: redeploy the image of the slot's previous
     revision as a new revision, superseding the current one. Like `rollout undo`, each
     call goes back one revision from whatever is active now, so a second call rolls
     forward again. The slot must take no traffic."""
-    identity = {"service_id": service_id, "colour": body.colour}
+    payload = {"service_id": service_id, "colour": body.colour}
 
     def apply(s: Session, key: str | None) -> tuple[int, Any]:
         svc = get_or_404(s, Service, service_id, "service")
@@ -307,20 +286,12 @@ def rollback_deployment(request: Request, service_id: PathId, body: RollbackIn) 
         if previous is None:
             raise error(409, "no_history", f"{body.colour} has no earlier revision to go back to")
         require_no_traffic(s, service_id, body.colour, "roll it back")
-        dep = deploy_revision(
-            s,
-            svc,
-            body.colour,
-            previous.image,
-            current.replicas,
-            key=key,
-            op="deployment.rollback",
-            compensation=True,
-        )
+        image, replicas = previous.image, current.replicas
+        dep = deploy_revision(s, svc, body.colour, image, replicas, key=key, effect=ROLLBACK)
         return 201, {"rolled_back": current.id, "restored_revision": previous.revision, **row(dep)}
 
     return run_mutation(
-        request, route="rollback_deployment", native=False, payload=identity, apply=apply
+        request, route="rollback_deployment", native=ROLLBACK.native, payload=payload, apply=apply
     )
 
 

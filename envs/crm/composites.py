@@ -17,7 +17,7 @@ from sqlalchemy.exc import IntegrityError
 from sqlalchemy.orm import Session
 
 from .._service.kit import (
-    effect_meta,
+    Effect,
     error,
     flush_or_409,
     get_ctx,
@@ -25,7 +25,6 @@ from .._service.kit import (
     maybe_crash,
     new_id,
     now,
-    record_commit,
     run_composite,
     run_mutation,
 )
@@ -36,6 +35,38 @@ from .responses import LeadDetail
 router = APIRouter(prefix="/v1")
 CRASH_AFTER_ACCOUNT = "crm.after_account_created"
 
+CONVERT_LEAD = Effect("lead.convert", "create_unique", ("lead_id",), "constraint")
+#: The conversion's second step, so it has no route of its own. The opportunity's name is
+#: free text: the lead and the amount make it the same one.
+LEAD_OPPORTUNITY = Effect("lead.opportunity", "create_unique", ("lead_id", "amount"))
+RESUME_LEAD = Effect("lead.resume", "set", ("lead_id",))
+
+
+#: Why a lead in a status cannot take a step: the error type and its message.
+LEAD_REFUSALS = {
+    "converting": (
+        "conversion_in_progress",
+        "Lead {lead.id} is already being converted (account {lead.converted_account_id} "
+        "exists, the opportunity does not yet): finish it with resume_lead_conversion "
+        "instead of converting it again",
+    ),
+    "converted": (
+        "resource_exists",
+        "Lead {lead.id} is already converted (account {lead.converted_account_id}, "
+        "opportunity {lead.converted_opportunity_id}); read it with get_lead",
+    ),
+    "open": ("not_converting", "Lead {lead.id} is open: convert it with convert_lead"),
+}
+
+
+def _lead_unless(s: Session, lead_id: str, *refused: str) -> Lead:
+    """The lead, or a 409 if its status is one of `refused`."""
+    lead = get_or_404(s, Lead, lead_id, "lead")
+    if lead.status in refused:
+        kind, message = LEAD_REFUSALS[lead.status]
+        raise error(409, kind, message.format(lead=lead))
+    return lead
+
 
 class ConvertIn(BaseModel):
     opportunity_name: str = Field(min_length=1, max_length=120)
@@ -44,22 +75,7 @@ class ConvertIn(BaseModel):
 
 def _start(s: Session, lead_id: str, body: ConvertIn, key: str | None) -> str:
     """Transaction 1: the account and the contact; the lead becomes `converting`."""
-    lead = get_or_404(s, Lead, lead_id, "lead")
-    if lead.status == "converting":
-        raise error(
-            409,
-            "conversion_in_progress",
-            f"Lead {lead_id} is already being converted (account {lead.converted_account_id} "
-            "exists, the opportunity does not yet): finish it with resume_lead_conversion "
-            "instead of converting it again",
-        )
-    if lead.status == "converted":
-        raise error(
-            409,
-            "resource_exists",
-            f"Lead {lead_id} is already converted (account {lead.converted_account_id}, "
-            f"opportunity {lead.converted_opportunity_id}); read it with get_lead",
-        )
+    lead = _lead_unless(s, lead_id, "converting", "converted")
     if s.scalar(select(Contact).where(Contact.email == lead.email)) is not None:
         raise error(409, "resource_exists", f"A contact with email {lead.email} already exists")
     created = now(s)
@@ -81,14 +97,7 @@ def _start(s: Session, lead_id: str, body: ConvertIn, key: str | None) -> str:
     lead.converted_contact_id = contact.id
     lead.pending = body.model_dump()
     args = {"lead_id": lead_id, **body.model_dump()}
-    record_commit(
-        s,
-        op="lead.convert",
-        effect_class="create_unique",
-        identity={"lead_id": lead_id},
-        args={**args, "account_id": acct.id, "contact_id": contact.id},
-        key=key,
-    )
+    CONVERT_LEAD.commit(s, {**args, "account_id": acct.id, "contact_id": contact.id}, key)
     # A concurrent conversion may have won the unique constraints.
     flush_or_409(s, f"Lead {lead_id} is already converted")
     return lead_id
@@ -114,21 +123,14 @@ def finish_conversion(s: Session, lead_id: str, key: str | None = None) -> bool:
     lead.status = "converted"
     lead.converted_opportunity_id = opp.id
     lead.pending = None
-    # The opportunity's name is free text: the lead and the amount make it the same one.
-    identity = {"lead_id": lead_id, "amount": pending["amount"]}
-    record_commit(
-        s,
-        op="lead.opportunity",
-        effect_class="create_unique",
-        identity=identity,
-        args={
-            **identity,
-            "name": pending["opportunity_name"],
-            "opportunity_id": opp.id,
-            "account_id": opp.account_id,
-        },
-        key=key,
-    )
+    args = {
+        "lead_id": lead_id,
+        "amount": pending["amount"],
+        "name": pending["opportunity_name"],
+        "opportunity_id": opp.id,
+        "account_id": opp.account_id,
+    }
+    LEAD_OPPORTUNITY.commit(s, args, key)
     s.flush()
     return True
 
@@ -152,7 +154,7 @@ def _lead(s: Session, lead_id: str) -> dict[str, Any]:
     operation_id="convert_lead",
     response_model=LeadDetail,
     status_code=201,
-    openapi_extra=effect_meta("lead.convert", "create_unique", ["lead_id"], "constraint"),
+    openapi_extra=CONVERT_LEAD.labels,
 )
 def convert_lead(request: Request, lead_id: PathId, body: ConvertIn) -> JSONResponse:
     """Convert an open lead: create an account (tier standard) named after the lead's
@@ -166,6 +168,7 @@ def convert_lead(request: Request, lead_id: PathId, body: ConvertIn) -> JSONResp
         start=lambda s, key: _start(s, lead_id, body, key),
         advance=lambda lead_id: _advance(request, lead_id),
         view=_lead,
+        native=CONVERT_LEAD.native,
     )
 
 
@@ -173,19 +176,16 @@ def convert_lead(request: Request, lead_id: PathId, body: ConvertIn) -> JSONResp
     "/leads/{lead_id}/resume-conversion",
     operation_id="resume_lead_conversion",
     response_model=LeadDetail,
-    openapi_extra=effect_meta("lead.resume", "set", ["lead_id"]),
+    openapi_extra=RESUME_LEAD.labels,
 )
 def resume_lead_conversion(request: Request, lead_id: PathId) -> JSONResponse:
     """Finish a lead conversion that stopped half-way (lead status `converting`): create
     the missing opportunity and mark the lead converted. A converted lead is returned as it
     is; an open lead is refused (409): convert it with convert_lead."""
+    payload = {"lead_id": lead_id}
 
     def apply(s: Session, key: str | None) -> tuple[int, Any]:
-        lead = get_or_404(s, Lead, lead_id, "lead")
-        if lead.status == "open":
-            raise error(
-                409, "not_converting", f"Lead {lead_id} is open: convert it with convert_lead"
-            )
+        lead = _lead_unless(s, lead_id, "open")
         try:
             finished = finish_conversion(s, lead_id, key)
         except IntegrityError as exc:
@@ -193,16 +193,13 @@ def resume_lead_conversion(request: Request, lead_id: PathId) -> JSONResponse:
         if finished:
             # The resume itself, beside the opportunity it created; a resume of a lead
             # that is already converted commits nothing.
-            identity = {"lead_id": lead_id}
-            record_commit(
-                s, op="lead.resume", effect_class="set", identity=identity, args=identity, key=key
-            )
+            RESUME_LEAD.commit(s, payload, key)
         return 200, lead_view(s, lead)
 
     return run_mutation(
         request,
         route="resume_lead_conversion",
-        native=False,
-        payload={"lead_id": lead_id},
+        native=RESUME_LEAD.native,
+        payload=payload,
         apply=apply,
     )

@@ -12,14 +12,13 @@ from sqlalchemy import select
 from sqlalchemy.orm import Session
 
 from .._service.kit import (
+    Effect,
     KeyHeader,
-    effect_meta,
     error,
     flush_or_409,
     get_or_404,
     new_id,
     now,
-    record_commit,
     row,
     run_mutation,
 )
@@ -48,6 +47,16 @@ from .responses import AccountOut, ContactOut, EnrollmentDetail, OpportunityOut,
 
 router = APIRouter(prefix="/v1")
 
+#: Which account gets which email: the name is free text, and the email is unique.
+CREATE_CONTACT = Effect("contact.create", "create_unique", ("account_id", "email"), "constraint")
+SET_TIER = Effect("account.tier", "set", ("account_id", "tier"))
+SET_STAGE = Effect("opportunity.stage", "set", ("opportunity_id", "stage"))
+SET_AMOUNT = Effect("opportunity.amount", "set", ("opportunity_id", "amount"))
+RENEW_SLA = Effect("sla.renew", "additive", ("contract_id", "years"), "native")
+#: Who is enrolled in which sequence: every enrollment sends an email at once.
+ENROLL = Effect("sequence.enroll", "irreversible_send", ("sequence_id", "contact_id"))
+UNENROLL = Effect("enrollment.unenroll", "set", ("enrollment_id",), compensation=True)
+
 
 class ContactIn(BaseModel):
     account_id: Id
@@ -60,12 +69,11 @@ class ContactIn(BaseModel):
     operation_id="create_contact",
     response_model=ContactOut,
     status_code=201,
-    openapi_extra=effect_meta(
-        "contact.create", "create_unique", ["account_id", "email"], "constraint"
-    ),
+    openapi_extra=CREATE_CONTACT.labels,
 )
 def create_contact(request: Request, body: ContactIn) -> JSONResponse:
     """Add a contact to an account. Contact emails are unique: a repeat is refused (409)."""
+    payload = body.model_dump()
 
     def apply(s: Session, key: str | None) -> tuple[int, Any]:
         found = s.scalar(select(Contact).where(Contact.email == body.email))
@@ -77,21 +85,14 @@ def create_contact(request: Request, body: ContactIn) -> JSONResponse:
                 f"{found.account_id}); read it with list_contacts",
             )
         get_or_404(s, Account, body.account_id, "account")
-        c = Contact(id=new_id(s, "con"), created=now(s), **body.model_dump())
+        c = Contact(id=new_id(s, "con"), created=now(s), **payload)
         s.add(c)
-        record_commit(
-            s,
-            op="contact.create",
-            effect_class="create_unique",
-            identity={"account_id": body.account_id, "email": body.email},
-            args=body.model_dump(),
-            key=key,
-        )
+        CREATE_CONTACT.commit(s, payload, key)
         flush_or_409(s, f"Email {body.email} is taken")  # a concurrent create won
         return 201, row(c)
 
     return run_mutation(
-        request, route="create_contact", native=False, payload=body.model_dump(), apply=apply
+        request, route="create_contact", native=CREATE_CONTACT.native, payload=payload, apply=apply
     )
 
 
@@ -103,33 +104,31 @@ class TierIn(BaseModel):
     "/accounts/{account_id}/tier",
     operation_id="set_account_tier",
     response_model=AccountOut,
-    openapi_extra=effect_meta("account.tier", "set", ["account_id", "tier"]),
+    openapi_extra=SET_TIER.labels,
 )
 def set_account_tier(request: Request, account_id: PathId, body: TierIn) -> JSONResponse:
     """Set an account's tier (standard, growth, premium, enterprise). Setting the same tier
     again is harmless."""
-    identity = {"account_id": account_id, "tier": body.tier}
+    payload = {"account_id": account_id, "tier": body.tier}
 
     def apply(s: Session, key: str | None) -> tuple[int, Any]:
         acct = get_or_404(s, Account, account_id, "account")
         previous, acct.tier = acct.tier, body.tier
-        args = {**identity, "previous": previous}
-        record_commit(
-            s, op="account.tier", effect_class="set", identity=identity, args=args, key=key
-        )
+        SET_TIER.commit(s, {**payload, "previous": previous}, key)
         return 200, row(acct)
 
     return run_mutation(
-        request, route="set_account_tier", native=False, payload=identity, apply=apply
+        request, route="set_account_tier", native=SET_TIER.native, payload=payload, apply=apply
     )
 
 
 def _set_opportunity(
-    request: Request, route: str, opportunity_id: str, field: str, value: Any
+    request: Request, route: str, effect: Effect, opportunity_id: str, value: Any
 ) -> JSONResponse:
-    """Set one field of an opportunity (a `set` effect, op `opportunity.<field>`); a
-    closed opportunity keeps its values (409 on a change)."""
-    identity = {"opportunity_id": opportunity_id, field: value}
+    """Set the field of an opportunity that `effect` is about (the last of its identity);
+    a closed opportunity keeps its values (409 on a change)."""
+    field = effect.identity[-1]
+    payload = {"opportunity_id": opportunity_id, field: value}
 
     def apply(s: Session, key: str | None) -> tuple[int, Any]:
         opp = get_or_404(s, Opportunity, opportunity_id, "opportunity")
@@ -140,15 +139,14 @@ def _set_opportunity(
                 "opportunity_closed",
                 f"Opportunity {opportunity_id} is {opp.stage}: its {field} can no longer change",
             )
-        args = {**identity, "previous": previous}
+        args = {**payload, "previous": previous}
         updated = now(s)
         setattr(opp, field, value)
         opp.updated = updated
-        op = f"opportunity.{field}"
-        record_commit(s, op=op, effect_class="set", identity=identity, args=args, key=key)
+        effect.commit(s, args, key)
         return 200, row(opp)
 
-    return run_mutation(request, route=route, native=False, payload=identity, apply=apply)
+    return run_mutation(request, route=route, native=effect.native, payload=payload, apply=apply)
 
 
 class StageIn(BaseModel):
@@ -159,7 +157,7 @@ class StageIn(BaseModel):
     "/opportunities/{opportunity_id}/stage",
     operation_id="update_opportunity_stage",
     response_model=OpportunityOut,
-    openapi_extra=effect_meta("opportunity.stage", "set", ["opportunity_id", "stage"]),
+    openapi_extra=SET_STAGE.labels,
 )
 def update_opportunity_stage(
     request: Request, opportunity_id: PathId, body: StageIn
@@ -167,7 +165,7 @@ def update_opportunity_stage(
     """Move an opportunity to a stage (prospecting, qualification, proposal, negotiation,
     closed_won, closed_lost). A closed opportunity keeps its stage (409 on a change)."""
     route = "update_opportunity_stage"
-    return _set_opportunity(request, route, opportunity_id, "stage", body.stage)
+    return _set_opportunity(request, route, SET_STAGE, opportunity_id, body.stage)
 
 
 class AmountIn(BaseModel):
@@ -178,14 +176,14 @@ class AmountIn(BaseModel):
     "/opportunities/{opportunity_id}/amount",
     operation_id="set_opportunity_amount",
     response_model=OpportunityOut,
-    openapi_extra=effect_meta("opportunity.amount", "set", ["opportunity_id", "amount"]),
+    openapi_extra=SET_AMOUNT.labels,
 )
 def set_opportunity_amount(
     request: Request, opportunity_id: PathId, body: AmountIn
 ) -> JSONResponse:
     """Set an opportunity's amount in cents. A closed opportunity keeps its amount."""
     route = "set_opportunity_amount"
-    return _set_opportunity(request, route, opportunity_id, "amount", body.amount)
+    return _set_opportunity(request, route, SET_AMOUNT, opportunity_id, body.amount)
 
 
 class RenewalIn(BaseModel):
@@ -197,7 +195,7 @@ class RenewalIn(BaseModel):
     operation_id="renew_sla",
     response_model=RenewalOut,
     status_code=201,
-    openapi_extra=effect_meta("sla.renew", "additive", ["contract_id", "years"], "native"),
+    openapi_extra=RENEW_SLA.labels,
 )
 def renew_sla(
     request: Request, contract_id: PathId, body: RenewalIn, idempotency_key: KeyHeader = None
@@ -205,7 +203,7 @@ def renew_sla(
     """Renew an SLA contract for `years` more years: extends its term end and invoices the
     annual fee times the years. Every call is a new renewal and a new invoice. Accepts an
     Idempotency-Key: a retry with the same key replays the first response."""
-    identity = {"contract_id": contract_id, "years": body.years}
+    payload = {"contract_id": contract_id, "years": body.years}
 
     def apply(s: Session, key: str | None) -> tuple[int, Any]:
         c = get_or_404(s, SlaContract, contract_id, "SLA contract")
@@ -231,14 +229,13 @@ def renew_sla(
         )
         c.term_end_year = end
         s.add_all([invoice, renewal])
-        args = {**identity, "invoice_id": invoice.id, "amount": invoice.amount}
-        record_commit(
-            s, op="sla.renew", effect_class="additive", identity=identity, args=args, key=key
-        )
+        RENEW_SLA.commit(s, {**payload, "invoice_id": invoice.id, "amount": invoice.amount}, key)
         s.flush()
         return 201, {"renewal": row(renewal), "invoice": row(invoice), **contract_view(s, c)}
 
-    return run_mutation(request, route="renew_sla", native=True, payload=identity, apply=apply)
+    return run_mutation(
+        request, route="renew_sla", native=RENEW_SLA.native, payload=payload, apply=apply
+    )
 
 
 class EnrollIn(BaseModel):
@@ -250,15 +247,13 @@ class EnrollIn(BaseModel):
     operation_id="enroll_contact",
     response_model=EnrollmentDetail,
     status_code=201,
-    openapi_extra=effect_meta(
-        "sequence.enroll", "irreversible_send", ["sequence_id", "contact_id"]
-    ),
+    openapi_extra=ENROLL.labels,
 )
 def enroll_contact(request: Request, sequence_id: PathId, body: EnrollIn) -> JSONResponse:
     """Enroll a contact in an outbound email sequence. The sequence's first email is sent
     to the contact immediately and cannot be unsent; every call is a new enrollment and a
     new email."""
-    identity = {"sequence_id": sequence_id, "contact_id": body.contact_id}
+    payload = {"sequence_id": sequence_id, "contact_id": body.contact_id}
 
     def apply(s: Session, key: str | None) -> tuple[int, Any]:
         seq = get_or_404(s, Sequence, sequence_id, "sequence")
@@ -286,20 +281,13 @@ def enroll_contact(request: Request, sequence_id: PathId, body: EnrollIn) -> JSO
         s.add(enr)
         s.flush()
         s.add(email)
-        args = {**identity, "enrollment_id": enr.id, "to_email": contact.email}
-        record_commit(
-            s,
-            op="sequence.enroll",
-            effect_class="irreversible_send",
-            identity=identity,
-            args=args,
-            key=key,
-        )
+        args = {**payload, "enrollment_id": enr.id, "to_email": contact.email}
+        ENROLL.commit(s, args, key)
         s.flush()
         return 201, enrollment_view(s, enr)
 
     return run_mutation(
-        request, route="enroll_contact", native=False, payload=identity, apply=apply
+        request, route="enroll_contact", native=ENROLL.native, payload=payload, apply=apply
     )
 
 
@@ -307,13 +295,13 @@ def enroll_contact(request: Request, sequence_id: PathId, body: EnrollIn) -> JSO
     "/enrollments/{enrollment_id}/unenroll",
     operation_id="unenroll_contact",
     response_model=EnrollmentDetail,
-    openapi_extra=effect_meta("enrollment.unenroll", "set", ["enrollment_id"], compensation=True),
+    openapi_extra=UNENROLL.labels,
 )
 def unenroll_contact(request: Request, enrollment_id: PathId) -> JSONResponse:
     """Take a contact out of a sequence: no further emails of that enrollment are sent
     (emails already sent stay sent). Unenrolling twice is harmless; a completed
     enrollment has nothing left to stop (409)."""
-    identity = {"enrollment_id": enrollment_id}
+    payload = {"enrollment_id": enrollment_id}
 
     def apply(s: Session, key: str | None) -> tuple[int, Any]:
         enr = get_or_404(s, Enrollment, enrollment_id, "enrollment")
@@ -324,19 +312,11 @@ def unenroll_contact(request: Request, enrollment_id: PathId) -> JSONResponse:
                 f"Enrollment {enrollment_id} has sent every email of its sequence; there is "
                 "nothing left to stop",
             )
-        args = {**identity, "previous": enr.status}
+        args = {**payload, "previous": enr.status}
         enr.status, enr.updated = "unenrolled", now(s)
-        record_commit(
-            s,
-            op="enrollment.unenroll",
-            effect_class="set",
-            identity=identity,
-            args=args,
-            key=key,
-            compensation=True,
-        )
+        UNENROLL.commit(s, args, key)
         return 200, enrollment_view(s, enr)
 
     return run_mutation(
-        request, route="unenroll_contact", native=False, payload=identity, apply=apply
+        request, route="unenroll_contact", native=UNENROLL.native, payload=payload, apply=apply
     )
