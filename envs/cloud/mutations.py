@@ -12,7 +12,7 @@ from fastapi.responses import JSONResponse
 from pydantic import BaseModel, Field, model_validator
 from sqlalchemy.orm import Session
 
-from .._service.kit import Id, KeyHeader, PathId, error, get_or_404, row, run_mutation
+from .._service.kit import Id, KeyHeader, PathId, error, get_or_404, row, run_mutation, write_route
 from .common import (
     COLOUR_PATTERN,
     IMAGE_PATTERN,
@@ -41,12 +41,14 @@ class DeploymentIn(BaseModel):
     replicas: int = Field(strict=True, ge=1, le=MAX_REPLICAS)
 
 
-@router.post(
+@write_route(
+    router,
+    "POST",
     "/services/{service_id}/deployments",
-    operation_id="create_deployment",
-    status_code=201,
-    response_model=DeploymentOut,
-    openapi_extra=DEPLOY.labels,
+    "create_deployment",
+    DEPLOY,
+    DeploymentOut,
+    201,
 )
 def create_deployment(
     request: Request, service_id: PathId, body: DeploymentIn, idempotency_key: KeyHeader = None
@@ -83,11 +85,8 @@ class ScaleIn(BaseModel):
     replicas: int = Field(strict=True, ge=0, le=MAX_REPLICAS)
 
 
-@router.put(
-    "/deployments/{deployment_id}/replicas",
-    operation_id="scale_deployment",
-    response_model=DeploymentOut,
-    openapi_extra=SCALE.labels,
+@write_route(
+    router, "PUT", "/deployments/{deployment_id}/replicas", "scale_deployment", SCALE, DeploymentOut
 )
 def scale_deployment(request: Request, deployment_id: PathId, body: ScaleIn) -> JSONResponse:
     """Set the replica count of an active deployment. Setting the same count again is
@@ -111,12 +110,14 @@ class RestartIn(BaseModel):
     reason: str = Field(min_length=1, max_length=200)
 
 
-@router.post(
+@write_route(
+    router,
+    "POST",
     "/deployments/{deployment_id}/restarts",
-    operation_id="restart_instances",
-    status_code=201,
-    response_model=DeploymentOut,
-    openapi_extra=RESTART.labels,
+    "restart_instances",
+    RESTART,
+    DeploymentOut,
+    201,
 )
 def restart_instances(request: Request, deployment_id: PathId, body: RestartIn) -> JSONResponse:
     """Rolling-restart every instance of an active deployment (e.g. to pick up rotated
@@ -148,11 +149,8 @@ class TrafficIn(BaseModel):
         return self
 
 
-@router.put(
-    "/services/{service_id}/traffic",
-    operation_id="set_traffic",
-    response_model=TrafficOut,
-    openapi_extra=SET_TRAFFIC.labels,
+@write_route(
+    router, "PUT", "/services/{service_id}/traffic", "set_traffic", SET_TRAFFIC, TrafficOut
 )
 def set_traffic(request: Request, service_id: PathId, body: TrafficIn) -> JSONResponse:
     """Set the percentage of a service's traffic each colour receives (blue + green = 100).
@@ -174,12 +172,14 @@ class EndpointIn(BaseModel):
     deployment_id: Id
 
 
-@router.post(
+@write_route(
+    router,
+    "POST",
     "/services/{service_id}/endpoints",
-    operation_id="register_endpoint",
-    status_code=201,
-    response_model=EndpointOut,
-    openapi_extra=REGISTER.labels,
+    "register_endpoint",
+    REGISTER,
+    EndpointOut,
+    201,
 )
 def register_endpoint(request: Request, service_id: PathId, body: EndpointIn) -> JSONResponse:
     """Register a healthy active deployment of the service in the discovery catalog. A
@@ -200,11 +200,13 @@ def register_endpoint(request: Request, service_id: PathId, body: EndpointIn) ->
     )
 
 
-@router.delete(
+@write_route(
+    router,
+    "DELETE",
     "/services/{service_id}/endpoints/{deployment_id}",
-    operation_id="deregister_endpoint",
-    response_model=DeregisteredOut,
-    openapi_extra=DEREGISTER.labels,
+    "deregister_endpoint",
+    DEREGISTER,
+    DeregisteredOut,
 )
 def deregister_endpoint(
     request: Request, service_id: PathId, deployment_id: PathId

@@ -32,6 +32,7 @@ from .._service.kit import (
     run_composite,
     run_mutation,
     seed_of,
+    write_route,
 )
 from .common import (
     COLOUR_PATTERN,
@@ -203,12 +204,14 @@ def _advance(request: Request, cutover_id: str, resuming: bool = False) -> None:
     _step(engine, cutover_id, "registered", resuming and not ran)
 
 
-@router.post(
+@write_route(
+    router,
+    "POST",
     "/services/{service_id}/cutovers",
-    operation_id="start_cutover",
-    status_code=201,
-    response_model=CutoverDetail,
-    openapi_extra=START_CUTOVER.labels,
+    "start_cutover",
+    START_CUTOVER,
+    CutoverDetail,
+    201,
 )
 def start_cutover(request: Request, service_id: PathId, body: CutoverIn) -> JSONResponse:
     """Blue/green cutover of a service to a new image: deploy it into the idle colour (the
@@ -227,11 +230,8 @@ def start_cutover(request: Request, service_id: PathId, body: CutoverIn) -> JSON
     )
 
 
-@router.post(
-    "/cutovers/{cutover_id}/resume",
-    operation_id="resume_cutover",
-    response_model=CutoverDetail,
-    openapi_extra=RESUME_CUTOVER.labels,
+@write_route(
+    router, "POST", "/cutovers/{cutover_id}/resume", "resume_cutover", RESUME_CUTOVER, CutoverDetail
 )
 def resume_cutover(request: Request, cutover_id: PathId) -> dict[str, Any]:
     """Finish the steps an in_progress cutover still lacks (health check, catalog
@@ -254,12 +254,14 @@ class RollbackIn(BaseModel):
     colour: str = Field(pattern=COLOUR_PATTERN)
 
 
-@router.post(
+@write_route(
+    router,
+    "POST",
     "/services/{service_id}/rollbacks",
-    operation_id="rollback_deployment",
-    status_code=201,
-    response_model=RollbackOut,
-    openapi_extra=ROLLBACK.labels,
+    "rollback_deployment",
+    ROLLBACK,
+    RollbackOut,
+    201,
 )
 def rollback_deployment(request: Request, service_id: PathId, body: RollbackIn) -> JSONResponse:
     """Roll one colour of a service back: redeploy the image of the slot's previous

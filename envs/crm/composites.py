@@ -27,6 +27,7 @@ from .._service.kit import (
     now,
     run_composite,
     run_mutation,
+    write_route,
 )
 from .common import MAX_AMOUNT, PathId, lead_view
 from .models import Account, Contact, Lead, Opportunity
@@ -149,12 +150,8 @@ def _lead(s: Session, lead_id: str) -> dict[str, Any]:
     return lead_view(s, get_or_404(s, Lead, lead_id, "lead"))
 
 
-@router.post(
-    "/leads/{lead_id}/convert",
-    operation_id="convert_lead",
-    response_model=LeadDetail,
-    status_code=201,
-    openapi_extra=CONVERT_LEAD.labels,
+@write_route(
+    router, "POST", "/leads/{lead_id}/convert", "convert_lead", CONVERT_LEAD, LeadDetail, 201
 )
 def convert_lead(request: Request, lead_id: PathId, body: ConvertIn) -> JSONResponse:
     """Convert an open lead: create an account (tier standard) named after the lead's
@@ -172,11 +169,13 @@ def convert_lead(request: Request, lead_id: PathId, body: ConvertIn) -> JSONResp
     )
 
 
-@router.post(
+@write_route(
+    router,
+    "POST",
     "/leads/{lead_id}/resume-conversion",
-    operation_id="resume_lead_conversion",
-    response_model=LeadDetail,
-    openapi_extra=RESUME_LEAD.labels,
+    "resume_lead_conversion",
+    RESUME_LEAD,
+    LeadDetail,
 )
 def resume_lead_conversion(request: Request, lead_id: PathId) -> JSONResponse:
     """Finish a lead conversion that stopped half-way (lead status `converting`): create

@@ -21,6 +21,7 @@ from .._service.kit import (
     now,
     row,
     run_mutation,
+    write_route,
 )
 from .common import (
     CLOSED,
@@ -64,13 +65,7 @@ class ContactIn(BaseModel):
     email: str = Field(min_length=3, max_length=255, pattern=r"^[^@\s]+@[^@\s]+$")
 
 
-@router.post(
-    "/contacts",
-    operation_id="create_contact",
-    response_model=ContactOut,
-    status_code=201,
-    openapi_extra=CREATE_CONTACT.labels,
-)
+@write_route(router, "POST", "/contacts", "create_contact", CREATE_CONTACT, ContactOut, 201)
 def create_contact(request: Request, body: ContactIn) -> JSONResponse:
     """Add a contact to an account. Contact emails are unique: a repeat is refused (409)."""
     payload = body.model_dump()
@@ -100,12 +95,7 @@ class TierIn(BaseModel):
     tier: str = Field(pattern=TIER_PATTERN)
 
 
-@router.put(
-    "/accounts/{account_id}/tier",
-    operation_id="set_account_tier",
-    response_model=AccountOut,
-    openapi_extra=SET_TIER.labels,
-)
+@write_route(router, "PUT", "/accounts/{account_id}/tier", "set_account_tier", SET_TIER, AccountOut)
 def set_account_tier(request: Request, account_id: PathId, body: TierIn) -> JSONResponse:
     """Set an account's tier (standard, growth, premium, enterprise). Setting the same tier
     again is harmless."""
@@ -153,11 +143,13 @@ class StageIn(BaseModel):
     stage: str = Field(pattern=STAGE_PATTERN)
 
 
-@router.put(
+@write_route(
+    router,
+    "PUT",
     "/opportunities/{opportunity_id}/stage",
-    operation_id="update_opportunity_stage",
-    response_model=OpportunityOut,
-    openapi_extra=SET_STAGE.labels,
+    "update_opportunity_stage",
+    SET_STAGE,
+    OpportunityOut,
 )
 def update_opportunity_stage(
     request: Request, opportunity_id: PathId, body: StageIn
@@ -172,11 +164,13 @@ class AmountIn(BaseModel):
     amount: int = Field(strict=True, gt=0, le=MAX_AMOUNT)
 
 
-@router.put(
+@write_route(
+    router,
+    "PUT",
     "/opportunities/{opportunity_id}/amount",
-    operation_id="set_opportunity_amount",
-    response_model=OpportunityOut,
-    openapi_extra=SET_AMOUNT.labels,
+    "set_opportunity_amount",
+    SET_AMOUNT,
+    OpportunityOut,
 )
 def set_opportunity_amount(
     request: Request, opportunity_id: PathId, body: AmountIn
@@ -190,12 +184,8 @@ class RenewalIn(BaseModel):
     years: int = Field(strict=True, ge=1, le=5)
 
 
-@router.post(
-    "/sla-contracts/{contract_id}/renewals",
-    operation_id="renew_sla",
-    response_model=RenewalOut,
-    status_code=201,
-    openapi_extra=RENEW_SLA.labels,
+@write_route(
+    router, "POST", "/sla-contracts/{contract_id}/renewals", "renew_sla", RENEW_SLA, RenewalOut, 201
 )
 def renew_sla(
     request: Request, contract_id: PathId, body: RenewalIn, idempotency_key: KeyHeader = None
@@ -242,12 +232,14 @@ class EnrollIn(BaseModel):
     contact_id: Id
 
 
-@router.post(
+@write_route(
+    router,
+    "POST",
     "/sequences/{sequence_id}/enrollments",
-    operation_id="enroll_contact",
-    response_model=EnrollmentDetail,
-    status_code=201,
-    openapi_extra=ENROLL.labels,
+    "enroll_contact",
+    ENROLL,
+    EnrollmentDetail,
+    201,
 )
 def enroll_contact(request: Request, sequence_id: PathId, body: EnrollIn) -> JSONResponse:
     """Enroll a contact in an outbound email sequence. The sequence's first email is sent
@@ -291,11 +283,13 @@ def enroll_contact(request: Request, sequence_id: PathId, body: EnrollIn) -> JSO
     )
 
 
-@router.post(
+@write_route(
+    router,
+    "POST",
     "/enrollments/{enrollment_id}/unenroll",
-    operation_id="unenroll_contact",
-    response_model=EnrollmentDetail,
-    openapi_extra=UNENROLL.labels,
+    "unenroll_contact",
+    UNENROLL,
+    EnrollmentDetail,
 )
 def unenroll_contact(request: Request, enrollment_id: PathId) -> JSONResponse:
     """Take a contact out of a sequence: no further emails of that enrollment are sent
