@@ -15,7 +15,7 @@ from fastapi.responses import JSONResponse
 from pydantic import BaseModel, Field
 from sqlalchemy.orm import Session
 
-from .._service.kit import effect_meta, error, record_commit, run_mutation
+from .._service.kit import Effect, error
 from .common import (
     CommitId,
     Message,
@@ -25,6 +25,7 @@ from .common import (
     clock,
     note_commit,
     resolve_or_404,
+    run_in_repo,
     write_repo,
 )
 from .gitcli import GitError
@@ -40,6 +41,10 @@ from .repos import sync_mirror
 from .views import commit_view
 
 router = APIRouter(prefix="/v1")
+MERGE = Effect("branch.merge", "set", ("repo", "source", "target"))
+#: A pick or a revert is keyed by the commit it applies, resolved to its full id.
+CHERRY_PICK = Effect("commit.cherry_pick", "additive", ("repo", "commit", "branch"))
+REVERT = Effect("commit.revert", "additive", ("repo", "commit", "branch"), compensation=True)
 
 
 # ---- merges, cherry-picks, reverts -------------------------------------------------
@@ -57,7 +62,7 @@ class MergeIn(BaseModel):
 @router.post(
     "/repos/{repo}/merges",
     operation_id="merge_branch",
-    openapi_extra=effect_meta("branch.merge", "set", ["repo", "source", "target"]),
+    openapi_extra=MERGE.labels,
 )
 def merge_branch(request: Request, repo: RepoName, body: MergeIn) -> JSONResponse:
     """Merge one branch into another. A source already contained in the target changes
@@ -111,21 +116,11 @@ def merge_branch(request: Request, repo: RepoName, body: MergeIn) -> JSONRespons
             )
             result = "merge_commit"
         sync_mirror(s, r)
-        record_commit(
-            s,
-            op="branch.merge",
-            effect_class="set",
-            identity=identity,
-            args={**identity, "mode": body.mode, "result": result, "sha": sha},
-            key=key,
-        )
+        MERGE.commit(s, {**identity, "mode": body.mode, "result": result, "sha": sha}, key)
         return 200, {"result": result, "sha": sha, "parents": parents}
 
-    with r.mutex():
-        payload = {"repo": repo, **body.model_dump()}
-        return run_mutation(
-            request, route="merge_branch", native=False, payload=payload, apply=apply
-        )
+    payload = {"repo": repo, **body.model_dump()}
+    return run_in_repo(request, r, MERGE, route="merge_branch", payload=payload, apply=apply)
 
 
 class PickIn(BaseModel):
@@ -135,7 +130,7 @@ class PickIn(BaseModel):
 
 def _apply_change(request: Request, repo: str, body: PickIn, *, revert: bool) -> JSONResponse:
     r = write_repo(request, repo)
-    op, kind = ("commit.revert", "revert") if revert else ("commit.cherry_pick", "cherry_pick")
+    effect, kind = (REVERT, "revert") if revert else (CHERRY_PICK, "cherry_pick")
 
     def apply(s: Session, key: str | None) -> tuple[int, Any]:
         stamp, date = clock(s)
@@ -183,28 +178,18 @@ def _apply_change(request: Request, repo: str, body: PickIn, *, revert: bool) ->
             source=source,
         )
         sync_mirror(s, r)
-        identity = {"repo": repo, "commit": source, "branch": body.branch}
-        record_commit(
-            s,
-            op=op,
-            effect_class="additive",
-            identity=identity,
-            args={**identity, "sha": sha},
-            key=key,
-            compensation=revert,
-        )
+        effect.commit(s, {"repo": repo, "commit": source, "branch": body.branch, "sha": sha}, key)
         return 201, {**commit_view(r, sha), "branch": body.branch}
 
-    with r.mutex():
-        payload = {"repo": repo, **body.model_dump()}
-        return run_mutation(request, route=kind, native=False, payload=payload, apply=apply)
+    payload = {"repo": repo, **body.model_dump()}
+    return run_in_repo(request, r, effect, route=kind, payload=payload, apply=apply)
 
 
 @router.post(
     "/repos/{repo}/cherry-picks",
     operation_id="cherry_pick_commit",
     status_code=201,
-    openapi_extra=effect_meta("commit.cherry_pick", "additive", ["repo", "commit", "branch"]),
+    openapi_extra=CHERRY_PICK.labels,
 )
 def cherry_pick_commit(request: Request, repo: RepoName, body: PickIn) -> JSONResponse:
     """Apply the change of one commit onto a branch as a new commit. A change the branch
@@ -216,9 +201,7 @@ def cherry_pick_commit(request: Request, repo: RepoName, body: PickIn) -> JSONRe
     "/repos/{repo}/reverts",
     operation_id="revert_commit",
     status_code=201,
-    openapi_extra=effect_meta(
-        "commit.revert", "additive", ["repo", "commit", "branch"], compensation=True
-    ),
+    openapi_extra=REVERT.labels,
 )
 def revert_commit(request: Request, repo: RepoName, body: PickIn) -> JSONResponse:
     """Undo the change of one commit on a branch with a new revert commit (history is kept).

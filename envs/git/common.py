@@ -7,14 +7,16 @@ parameters (the tool schemas) stay as they are.
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from pathlib import Path as FsPath
-from typing import Annotated
+from typing import Annotated, Any
 
 from fastapi import Path, Request
+from fastapi.responses import JSONResponse
 from pydantic import AfterValidator, Field
 from sqlalchemy.orm import Session
 
-from .._service.kit import error, get_ctx, new_id, now
+from .._service.kit import Effect, error, get_ctx, new_id, now, run_mutation
 from .._service.kit import read_route as read_route  # one definition, in the kit
 from .gitcli import epoch_of, path_problem, ref_name_problem, rev_problem
 from .models import CommitRecord
@@ -81,6 +83,23 @@ def read_repo(s: Session, name: str) -> Repo:
 def write_repo(request: Request, name: str) -> Repo:
     """The repository a mutating route names, in the service's data directory."""
     return open_repo(get_ctx(request).data_dir, name)
+
+
+def run_in_repo(
+    request: Request,
+    r: Repo,
+    effect: Effect,
+    *,
+    route: str,
+    payload: dict[str, Any],
+    apply: Callable[[Session, str | None], tuple[int, Any]],
+) -> JSONResponse:
+    """`run_mutation` of a route with `effect` (whose idempotency says whether the route
+    honours a key itself), as the only writer of repository `r` in this process."""
+    with r.mutex():
+        return run_mutation(
+            request, route=route, native=effect.native, payload=payload, apply=apply
+        )
 
 
 def resolve_or_404(repo: Repo, rev: str, what: str = "revision") -> str:

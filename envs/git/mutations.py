@@ -16,7 +16,7 @@ from fastapi.responses import JSONResponse
 from pydantic import BaseModel, Field
 from sqlalchemy.orm import Session
 
-from .._service.kit import KeyHeader, effect_meta, error, record_commit, run_mutation
+from .._service.kit import Effect, KeyHeader, error
 from .common import (
     CommitId,
     FilePath,
@@ -29,6 +29,7 @@ from .common import (
     clock,
     note_commit,
     resolve_or_404,
+    run_in_repo,
     write_repo,
 )
 from .gitcli import ZERO_OID, GitError
@@ -43,6 +44,13 @@ from .views import commit_view
 
 router = APIRouter(prefix="/v1")
 MAX_CONTENT = 64_000
+CREATE_BRANCH = Effect("branch.create", "create_unique", ("repo", "name"), "constraint")
+DELETE_BRANCH = Effect("branch.delete", "set", ("repo", "name"))
+#: The change is the file's new content on a branch; the message is free text, so a
+#: re-sent commit with a reworded message is the same change committed twice.
+COMMIT_FILE = Effect("file.commit", "additive", ("repo", "branch", "path", "content"), "native")
+CREATE_TAG = Effect("tag.create", "create_unique", ("repo", "name"), "constraint")
+REPAIR_REPO = Effect("repo.repair", "set", ("repo",))
 
 
 # ---- branches ----------------------------------------------------------------------
@@ -57,11 +65,12 @@ class BranchIn(BaseModel):
     "/repos/{repo}/branches",
     operation_id="create_branch",
     status_code=201,
-    openapi_extra=effect_meta("branch.create", "create_unique", ["repo", "name"], "constraint"),
+    openapi_extra=CREATE_BRANCH.labels,
 )
 def create_branch(request: Request, repo: RepoName, body: BranchIn) -> JSONResponse:
     """Create a branch at a branch, tag or commit. A branch that exists is refused (409)."""
     r = write_repo(request, repo)
+    payload = {"repo": repo, **body.model_dump()}
 
     def apply(s: Session, key: str | None) -> tuple[int, Any]:
         start = resolve_or_404(r, body.from_ref)
@@ -73,28 +82,18 @@ def create_branch(request: Request, repo: RepoName, body: BranchIn) -> JSONRespo
         except GitError as exc:
             raise git_failure(r, exc, "branch_exists") from exc
         sync_mirror(s, r)
-        identity = {"repo": repo, "name": body.name}
-        record_commit(
-            s,
-            op="branch.create",
-            effect_class="create_unique",
-            identity=identity,
-            args={**identity, "from_ref": body.from_ref, "sha": start},
-            key=key,
-        )
+        CREATE_BRANCH.commit(s, {**payload, "sha": start}, key)
         return 201, {"name": body.name, "sha": start}
 
-    with r.mutex():
-        payload = {"repo": repo, **body.model_dump()}
-        return run_mutation(
-            request, route="create_branch", native=False, payload=payload, apply=apply
-        )
+    return run_in_repo(
+        request, r, CREATE_BRANCH, route="create_branch", payload=payload, apply=apply
+    )
 
 
 @router.delete(
     "/repos/{repo}/branches",
     operation_id="delete_branch",
-    openapi_extra=effect_meta("branch.delete", "set", ["repo", "name"]),
+    openapi_extra=DELETE_BRANCH.labels,
 )
 def delete_branch(
     request: Request, repo: RepoName, name: str = Query(min_length=1, max_length=100)
@@ -102,6 +101,7 @@ def delete_branch(
     """Delete a branch (not the default branch). Its commits stay reachable from tags."""
     r = write_repo(request, repo)
     check_query("ref", name)
+    payload = {"repo": repo, "name": name}
 
     def apply(s: Session, key: str | None) -> tuple[int, Any]:
         tip = branch_or_404(r, name)
@@ -112,17 +112,12 @@ def delete_branch(
         except GitError as exc:
             raise git_failure(r, exc) from exc
         sync_mirror(s, r)
-        identity = {"repo": repo, "name": name}
-        record_commit(
-            s, op="branch.delete", effect_class="set", identity=identity, args=identity, key=key
-        )
+        DELETE_BRANCH.commit(s, payload, key)
         return 200, {"name": name, "deleted": True, "sha": tip}
 
-    with r.mutex():
-        payload = {"repo": repo, "name": name}
-        return run_mutation(
-            request, route="delete_branch", native=False, payload=payload, apply=apply
-        )
+    return run_in_repo(
+        request, r, DELETE_BRANCH, route="delete_branch", payload=payload, apply=apply
+    )
 
 
 # ---- commits -----------------------------------------------------------------------
@@ -142,9 +137,7 @@ class CommitIn(BaseModel):
     "/repos/{repo}/commits",
     operation_id="commit_file",
     status_code=201,
-    openapi_extra=effect_meta(
-        "file.commit", "additive", ["repo", "branch", "path", "content"], "native"
-    ),
+    openapi_extra=COMMIT_FILE.labels,
 )
 def commit_file(
     request: Request, repo: RepoName, body: CommitIn, idempotency_key: KeyHeader = None
@@ -186,21 +179,11 @@ def commit_file(
             path=body.path,
         )
         sync_mirror(s, r)
-        # The change is the file's new content on a branch; the message is free text, so a
-        # re-sent commit with a reworded message is the same change committed twice.
-        identity = {k: payload[k] for k in ("repo", "branch", "path", "content")}
-        record_commit(
-            s,
-            op="file.commit",
-            effect_class="additive",
-            identity=identity,
-            args={**identity, "message": body.message, "sha": sha, "parent": tip},
-            key=key,
-        )
+        args = {k: payload[k] for k in ("repo", "branch", "path", "content", "message")}
+        COMMIT_FILE.commit(s, {**args, "sha": sha, "parent": tip}, key)
         return 201, {**commit_view(r, sha), "branch": body.branch}
 
-    with r.mutex():
-        return run_mutation(request, route="commit_file", native=True, payload=payload, apply=apply)
+    return run_in_repo(request, r, COMMIT_FILE, route="commit_file", payload=payload, apply=apply)
 
 
 # ---- tags --------------------------------------------------------------------------
@@ -216,11 +199,12 @@ class TagIn(BaseModel):
     "/repos/{repo}/tags",
     operation_id="create_tag",
     status_code=201,
-    openapi_extra=effect_meta("tag.create", "create_unique", ["repo", "name"], "constraint"),
+    openapi_extra=CREATE_TAG.labels,
 )
 def create_tag(request: Request, repo: RepoName, body: TagIn) -> JSONResponse:
     """Tag a commit (annotated when a message is given). A tag that exists is refused (409)."""
     r = write_repo(request, repo)
+    payload = {"repo": repo, **body.model_dump()}
 
     def apply(s: Session, key: str | None) -> tuple[int, Any]:
         _stamp, date = clock(s)
@@ -234,20 +218,10 @@ def create_tag(request: Request, repo: RepoName, body: TagIn) -> JSONResponse:
         except GitError as exc:
             raise git_failure(r, exc, "tag_exists") from exc
         sync_mirror(s, r)
-        identity = {"repo": repo, "name": body.name}
-        record_commit(
-            s,
-            op="tag.create",
-            effect_class="create_unique",
-            identity=identity,
-            args={**identity, "ref": body.ref, "sha": target, "message": body.message},
-            key=key,
-        )
+        CREATE_TAG.commit(s, {**payload, "sha": target}, key)
         return 201, {"name": body.name, "sha": target, "annotated": bool(body.message)}
 
-    with r.mutex():
-        payload = {"repo": repo, **body.model_dump()}
-        return run_mutation(request, route="create_tag", native=False, payload=payload, apply=apply)
+    return run_in_repo(request, r, CREATE_TAG, route="create_tag", payload=payload, apply=apply)
 
 
 # ---- repair ------------------------------------------------------------------------
@@ -256,7 +230,7 @@ def create_tag(request: Request, repo: RepoName, body: TagIn) -> JSONResponse:
 @router.post(
     "/repos/{repo}/repair",
     operation_id="repair_repository",
-    openapi_extra=effect_meta("repo.repair", "set", ["repo"]),
+    openapi_extra=REPAIR_REPO.labels,
 )
 def repair_repository(request: Request, repo: RepoName) -> JSONResponse:
     """Remove stale lock files (.git/index.lock, ref locks) an interrupted git process left
@@ -267,17 +241,9 @@ def repair_repository(request: Request, repo: RepoName) -> JSONResponse:
         removed = remove_stale_locks(r)
         if removed:
             sync_mirror(s, r)
-            record_commit(
-                s,
-                op="repo.repair",
-                effect_class="set",
-                identity={"repo": repo},
-                args={"repo": repo, "removed": removed},
-                key=key,
-            )
+            REPAIR_REPO.commit(s, {"repo": repo, "removed": removed}, key)
         return 200, {"repo": repo, "removed_lock_files": removed}
 
-    with r.mutex():
-        return run_mutation(
-            request, route="repair_repository", native=False, payload={"repo": repo}, apply=apply
-        )
+    return run_in_repo(
+        request, r, REPAIR_REPO, route="repair_repository", payload={"repo": repo}, apply=apply
+    )

@@ -24,14 +24,13 @@ from sqlalchemy import select
 from sqlalchemy.orm import Session
 
 from .._service.kit import (
+    Effect,
     ServiceContext,
-    effect_meta,
     error,
     get_ctx,
     maybe_crash,
     new_id,
     now,
-    record_commit,
     row,
     run_composite,
 )
@@ -53,6 +52,13 @@ from .views import ReleaseOut, commit_view
 
 router = APIRouter(prefix="/v1")
 CHANGELOG = "CHANGELOG.md"
+CUT_RELEASE = Effect("release.cut", "create_unique", ("repo", "version"), "constraint")
+RESUME_RELEASE = Effect("release.resume", "set", ("repo", "version"))
+#: The steps of a release, each with its own commit-log row (no route of their own).
+RELEASE_BRANCH = Effect("release.branch", "create_unique", ("repo", "version"))
+RELEASE_BUMP = Effect("release.bump", "additive", ("repo", "version"))
+RELEASE_TAG = Effect("release.tag", "create_unique", ("repo", "version"))
+RELEASE_NOTES = Effect("release.notes", "additive", ("repo", "version"))
 
 
 class ReleaseIn(BaseModel):
@@ -60,16 +66,14 @@ class ReleaseIn(BaseModel):
     notes: Message = Field(description="release notes, added to CHANGELOG.md")
 
 
-def _finish_step(
-    ctx: ServiceContext, r: Repo, rel_id: str, op: str, effect_class: str, **fields: Any
-) -> None:
+def _finish_step(ctx: ServiceContext, r: Repo, rel_id: str, step: Effect, **fields: Any) -> None:
     with Session(ctx.engine) as s, s.begin():
         rel = s.get(Release, rel_id)
         assert rel is not None
         for k, v in fields.items():
             setattr(rel, k, v)
         rel.updated = now(s)
-        if op in ("release.bump", "release.notes"):
+        if step in (RELEASE_BUMP, RELEASE_NOTES):
             sha = fields.get("bump_sha") or fields["notes_sha"]
             view = commit_view(r, sha)
             note_commit(
@@ -81,13 +85,10 @@ def _finish_step(
                 kind="release",
                 message=view["message"].rstrip("\n"),
                 created=rel.updated,
-                path="VERSION" if op == "release.bump" else CHANGELOG,
+                path="VERSION" if step is RELEASE_BUMP else CHANGELOG,
             )
         sync_mirror(s, r)
-        identity = {"repo": rel.repo, "version": rel.version}
-        record_commit(
-            s, op=op, effect_class=effect_class, identity=identity, args={**identity, **fields}
-        )
+        step.commit(s, {"repo": rel.repo, "version": rel.version, **fields}, None)
 
 
 def _tick(ctx: ServiceContext) -> int:
@@ -135,23 +136,13 @@ def advance(request: Request, r: Repo, rel_id: str) -> None:
                     r.git("update-ref", "-m", "release: branch", ref, rel["base_sha"], ZERO_OID)
                 elif not r.is_ancestor(rel["base_sha"], tip):
                     raise error(409, "branch_exists", f"{rel['branch']} exists elsewhere")
-                _finish_step(
-                    ctx, r, rel_id, "release.branch", "create_unique", status="branch_created"
-                )
+                _finish_step(ctx, r, rel_id, RELEASE_BRANCH, status="branch_created")
                 maybe_crash(request, "git.release.after_branch")
             elif status == "branch_created":
                 sha = _commit_step(
                     request, r, rel, "VERSION", f"{version}\n", bump_message(version)
                 )
-                _finish_step(
-                    ctx,
-                    r,
-                    rel_id,
-                    "release.bump",
-                    "additive",
-                    status="version_bumped",
-                    bump_sha=sha,
-                )
+                _finish_step(ctx, r, rel_id, RELEASE_BUMP, status="version_bumped", bump_sha=sha)
             elif status == "version_bumped":
                 tag_ref = f"refs/tags/{rel['tag']}"
                 if not r.ref_exists(tag_ref):
@@ -167,15 +158,7 @@ def advance(request: Request, r: Repo, rel_id: str) -> None:
                 elif r.resolve(tag_ref) != rel["bump_sha"]:
                     raise error(409, "tag_exists", f"Tag {rel['tag']} exists on another commit")
                 tag_object = r.out("rev-parse", tag_ref)
-                _finish_step(
-                    ctx,
-                    r,
-                    rel_id,
-                    "release.tag",
-                    "create_unique",
-                    status="tagged",
-                    tag_object=tag_object,
-                )
+                _finish_step(ctx, r, rel_id, RELEASE_TAG, status="tagged", tag_object=tag_object)
                 maybe_crash(request, "git.release.after_tag")
             elif status == "tagged":
                 current = r.git(
@@ -184,9 +167,7 @@ def advance(request: Request, r: Repo, rel_id: str) -> None:
                 text = current.stdout.decode() if current.returncode == 0 else None
                 content = changelog_with(text, version, rel["notes"])
                 sha = _commit_step(request, r, rel, CHANGELOG, content, notes_message(version))
-                _finish_step(
-                    ctx, r, rel_id, "release.notes", "additive", status="complete", notes_sha=sha
-                )
+                _finish_step(ctx, r, rel_id, RELEASE_NOTES, status="complete", notes_sha=sha)
         except GitError as exc:
             raise git_failure(r, exc) from exc
 
@@ -211,7 +192,7 @@ class _Cut:
     operation_id="cut_release",
     status_code=201,
     response_model=ReleaseOut,
-    openapi_extra=effect_meta("release.cut", "create_unique", ["repo", "version"], "constraint"),
+    openapi_extra=CUT_RELEASE.labels,
 )
 def cut_release(request: Request, repo: RepoName, body: ReleaseIn) -> JSONResponse:
     """Cut release X.Y.Z from main: create branch release/X.Y.Z, commit VERSION = X.Y.Z on
@@ -221,6 +202,7 @@ def cut_release(request: Request, repo: RepoName, body: ReleaseIn) -> JSONRespon
     r = write_repo(request, repo)
     branch, tag = f"release/{body.version}", f"v{body.version}"
     cut = _Cut()
+    payload = {"repo": repo, **body.model_dump()}
 
     def start(s: Session, key: str | None) -> _Cut:
         q = select(Release).where(Release.repo == repo, Release.version == body.version)
@@ -249,15 +231,7 @@ def cut_release(request: Request, repo: RepoName, body: ReleaseIn) -> JSONRespon
             updated=stamp,
         )
         s.add(rel)
-        identity = {"repo": repo, "version": body.version}
-        record_commit(
-            s,
-            op="release.cut",
-            effect_class="create_unique",
-            identity=identity,
-            args={**identity, "notes": body.notes},
-            key=key,
-        )
+        CUT_RELEASE.commit(s, payload, key)
         cut.rel_id = rel.id
         return cut
 
@@ -272,7 +246,6 @@ def cut_release(request: Request, repo: RepoName, body: ReleaseIn) -> JSONRespon
             raise c.refused
         return release_view(s, c.rel_id)
 
-    payload = {"repo": repo, **body.model_dump()}
     with r.mutex():
         return run_composite(
             request,
@@ -282,6 +255,7 @@ def cut_release(request: Request, repo: RepoName, body: ReleaseIn) -> JSONRespon
             advance=steps,
             view=view,
             status=201,
+            native=CUT_RELEASE.native,
         )
 
 
@@ -289,7 +263,7 @@ def cut_release(request: Request, repo: RepoName, body: ReleaseIn) -> JSONRespon
     "/repos/{repo}/releases/{version}/resume",
     operation_id="resume_release",
     response_model=ReleaseOut,
-    openapi_extra=effect_meta("release.resume", "set", ["repo", "version"]),
+    openapi_extra=RESUME_RELEASE.labels,
 )
 def resume_release(
     request: Request,
@@ -316,12 +290,7 @@ def resume_release(
         advance(request, r, rel_id)
         with Session(ctx.engine) as s, s.begin():
             # The steps it ran wrote their own rows; this one says a resume finished them.
-            identity = {"repo": repo, "version": version}
-            record_commit(
-                s,
-                op="release.resume",
-                effect_class="set",
-                identity=identity,
-                args={**identity, "resumed_from": stopped},
+            RESUME_RELEASE.commit(
+                s, {"repo": repo, "version": version, "resumed_from": stopped}, None
             )
             return release_view(s, rel_id)

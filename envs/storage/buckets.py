@@ -9,12 +9,14 @@ from fastapi.responses import JSONResponse
 from sqlalchemy.exc import IntegrityError
 from sqlalchemy.orm import Session
 
-from .._service.kit import effect_meta, error, now, record_commit, run_mutation
+from .._service.kit import Effect, error, now, run_mutation
 from .common import BucketName, PathBucket, Strict, bucket_or_404
 from .models import Bucket
 from .views import bucket_view
 
 router = APIRouter(prefix="/v1")
+CREATE_BUCKET = Effect("bucket.create", "create_unique", ("name",), "constraint")
+SET_VERSIONING = Effect("bucket.versioning", "set", ("bucket", "status"))
 
 
 class BucketIn(Strict):
@@ -25,11 +27,12 @@ class BucketIn(Strict):
     "/buckets",
     operation_id="create_bucket",
     status_code=201,
-    openapi_extra=effect_meta("bucket.create", "create_unique", ["name"], "constraint"),
+    openapi_extra=CREATE_BUCKET.labels,
 )
 def create_bucket(request: Request, body: BucketIn) -> JSONResponse:
     """Create a bucket (unversioned; see set_bucket_versioning). Names follow S3's rules:
     3-63 lowercase letters, digits, dots and hyphens. A name that exists is refused (409)."""
+    payload = body.model_dump()
 
     def apply(s: Session, idem: str | None) -> tuple[int, Any]:
         found = s.get(Bucket, body.name)
@@ -42,14 +45,7 @@ def create_bucket(request: Request, body: BucketIn) -> JSONResponse:
             )
         b = Bucket(name=body.name, versioning="Unversioned", created=now(s))
         s.add(b)
-        record_commit(
-            s,
-            op="bucket.create",
-            effect_class="create_unique",
-            identity={"name": body.name},
-            args=body.model_dump(),
-            key=idem,
-        )
+        CREATE_BUCKET.commit(s, payload, idem)
         try:
             s.flush()
         except IntegrityError as exc:  # a concurrent create won the primary key
@@ -57,7 +53,7 @@ def create_bucket(request: Request, body: BucketIn) -> JSONResponse:
         return 201, bucket_view(b)
 
     return run_mutation(
-        request, route="create_bucket", native=False, payload=body.model_dump(), apply=apply
+        request, route="create_bucket", native=CREATE_BUCKET.native, payload=payload, apply=apply
     )
 
 
@@ -68,26 +64,23 @@ class VersioningIn(Strict):
 @router.put(
     "/buckets/{bucket}/versioning",
     operation_id="set_bucket_versioning",
-    openapi_extra=effect_meta("bucket.versioning", "set", ["bucket", "status"]),
+    openapi_extra=SET_VERSIONING.labels,
 )
 def set_bucket_versioning(request: Request, bucket: PathBucket, body: VersioningIn) -> JSONResponse:
     """Turn versioning on ("Enabled") or pause it ("Suspended") for a bucket. With it on,
     every write keeps the earlier versions. Setting the same status again is harmless."""
-    identity = {"bucket": bucket, "status": body.status}
+    payload = {"bucket": bucket, "status": body.status}
 
     def apply(s: Session, idem: str | None) -> tuple[int, Any]:
         b = bucket_or_404(s, bucket)
         previous, b.versioning = b.versioning, body.status
-        record_commit(
-            s,
-            op="bucket.versioning",
-            effect_class="set",
-            identity=identity,
-            args={**identity, "previous": previous},
-            key=idem,
-        )
+        SET_VERSIONING.commit(s, {**payload, "previous": previous}, idem)
         return 200, bucket_view(b)
 
     return run_mutation(
-        request, route="set_bucket_versioning", native=False, payload=identity, apply=apply
+        request,
+        route="set_bucket_versioning",
+        native=SET_VERSIONING.native,
+        payload=payload,
+        apply=apply,
     )

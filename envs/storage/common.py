@@ -12,7 +12,7 @@ from pydantic import AfterValidator, BaseModel, ConfigDict, Field
 from sqlalchemy import select
 from sqlalchemy.orm import Session
 
-from .._service.kit import error, get_ctx, id_types, new_id, now, run_mutation
+from .._service.kit import Effect, error, get_ctx, id_types, new_id, now, run_mutation
 from .._service.kit import read_route as read_route  # one definition, in the kit
 from . import blobs
 from .models import Bucket, ObjectVersion, Upload
@@ -65,15 +65,16 @@ DroppingApply = Callable[[Session, str | None, set[str]], tuple[int, Any]]
 
 
 def run_collecting(
-    request: Request, *, route: str, native: bool, payload: dict[str, Any], apply: DroppingApply
+    request: Request, effect: Effect, *, route: str, payload: dict[str, Any], apply: DroppingApply
 ) -> JSONResponse:
-    """`run_mutation`, then `collect` the bodies the committed mutation dropped."""
+    """`run_mutation` of a route with `effect`, then `collect` the bodies the committed
+    mutation dropped."""
     dropped: set[str] = set()
 
     def applied(s: Session, idem: str | None) -> tuple[int, Any]:
         return apply(s, idem, dropped)
 
-    res = run_mutation(request, route=route, native=native, payload=payload, apply=applied)
+    res = run_mutation(request, route=route, native=effect.native, payload=payload, apply=applied)
     collect(request, dropped)
     return res
 

@@ -15,7 +15,7 @@ completion commits together with the answer stored under the Idempotency-Key (th
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any
 
 from fastapi import APIRouter, Request
@@ -23,14 +23,16 @@ from fastapi.responses import JSONResponse
 from pydantic import Field
 from sqlalchemy.orm import Session
 
-from .._service.kit import effect_meta, error, get_ctx, maybe_crash, run_composite
+from .._service.kit import error, get_ctx, maybe_crash, run_composite
 from . import blobs
 from .common import Body, ContentType, Key, PathBucket, Strict, collect, upload_or_404
-from .multipart import finish_upload, open_upload, store_part
+from .multipart import COMPLETE_UPLOAD, finish_upload, open_upload, store_part
 from .views import CompletedOut, version_view
 
 router = APIRouter(prefix="/v1")
 CRASH_AFTER_PARTS = "storage.after_parts_uploaded"
+#: The completion's effect; unlike complete_multipart_upload, not keyed natively.
+UPLOAD_MULTIPART = replace(COMPLETE_UPLOAD, idempotency="none")
 
 
 class MultipartObjectIn(Strict):
@@ -53,7 +55,7 @@ class _Upload:
     "/buckets/{bucket}/multipart-objects",
     operation_id="upload_object_multipart",
     response_model=CompletedOut,
-    openapi_extra=effect_meta("multipart.complete", "set", ["bucket", "key", "etag"]),
+    openapi_extra=UPLOAD_MULTIPART.labels,
 )
 def upload_object_multipart(
     request: Request, bucket: PathBucket, body: MultipartObjectIn
@@ -98,6 +100,7 @@ def upload_object_multipart(
         advance=store_parts,
         view=complete,
         status=200,
+        native=UPLOAD_MULTIPART.native,
     )
     collect(request, upload.dropped)
     return res

@@ -26,13 +26,12 @@ from sqlalchemy.orm import Session
 
 from .._service.kit import (
     DbSession,
+    Effect,
     KeyHeader,
-    effect_meta,
     error,
     get_ctx,
     new_id,
     now,
-    record_commit,
     run_mutation,
 )
 from . import blobs
@@ -61,6 +60,10 @@ from .views import (
 router = APIRouter(prefix="/v1")
 MAX_PARTS = 100
 PartNumber = Annotated[int, Path(ge=1, le=MAX_PARTS)]
+CREATE_UPLOAD = Effect("multipart.create", "additive", ("bucket", "key", "upload_id"))
+UPLOAD_PART = Effect("multipart.part", "set", ("bucket", "key", "upload_id", "part_number", "body"))
+COMPLETE_UPLOAD = Effect("multipart.complete", "set", ("bucket", "key", "etag"), "native")
+ABORT_UPLOAD = Effect("multipart.abort", "set", ("bucket", "key", "upload_id"))
 
 
 # ---- steps shared by the single routes and the composite ---------------------------
@@ -77,15 +80,8 @@ def open_upload(s: Session, bucket: str, key: str, content_type: str, idem: str 
     )
     s.add(u)
     s.flush()
-    identity = {"bucket": bucket, "key": key, "upload_id": u.upload_id}
-    record_commit(
-        s,
-        op="multipart.create",
-        effect_class="additive",
-        identity=identity,
-        args={**identity, "content_type": content_type},
-        key=idem,
-    )
+    args = {"bucket": bucket, "key": key, "upload_id": u.upload_id, "content_type": content_type}
+    CREATE_UPLOAD.commit(s, args, idem)
     return u
 
 
@@ -107,14 +103,8 @@ def store_part(
             dropped.add(part.blob)
         part.etag, part.size, part.blob, part.uploaded = etag, len(data), digest, uploaded
     where = {"bucket": u.bucket, "key": u.key, "upload_id": u.upload_id, "part_number": number}
-    record_commit(
-        s,
-        op="multipart.part",
-        effect_class="set",
-        identity={**where, "body": text},
-        args={**where, "etag": etag, "size": len(data)},
-        key=idem,
-    )
+    # The identity holds the part's body, which the row's args leave out.
+    UPLOAD_PART.commit(s, {**where, "etag": etag, "size": len(data)}, idem, {**where, "body": text})
     view = {"upload_id": u.upload_id, "part_number": number, "etag": etag, "size": len(data)}
     return view, dropped
 
@@ -151,11 +141,8 @@ def finish_upload(
         s.delete(part)
     s.flush()
     s.delete(u)
-    identity = {"bucket": u.bucket, "key": u.key, "etag": etag}
-    args = {**identity, "upload_id": u.upload_id, "parts": numbers, "size": len(data)}
-    record_commit(
-        s, op="multipart.complete", effect_class="set", identity=identity, args=args, key=idem
-    )
+    args = {"bucket": u.bucket, "key": u.key, "etag": etag, "upload_id": u.upload_id}
+    COMPLETE_UPLOAD.commit(s, {**args, "parts": numbers, "size": len(data)}, idem)
     return v, dropped
 
 
@@ -200,7 +187,7 @@ class CreateUploadIn(Strict):
 @router.post(
     "/buckets/{bucket}/uploads",
     operation_id="create_multipart_upload",
-    openapi_extra=effect_meta("multipart.create", "additive", ["bucket", "key", "upload_id"]),
+    openapi_extra=CREATE_UPLOAD.labels,
 )
 def create_multipart_upload(
     request: Request, bucket: PathBucket, body: CreateUploadIn
@@ -215,7 +202,11 @@ def create_multipart_upload(
 
     payload = {"bucket": bucket, **body.model_dump()}
     return run_mutation(
-        request, route="create_multipart_upload", native=False, payload=payload, apply=apply
+        request,
+        route="create_multipart_upload",
+        native=CREATE_UPLOAD.native,
+        payload=payload,
+        apply=apply,
     )
 
 
@@ -226,9 +217,7 @@ class PartIn(Strict):
 @router.put(
     "/buckets/{bucket}/uploads/{upload_id}/parts/{part_number}",
     operation_id="upload_part",
-    openapi_extra=effect_meta(
-        "multipart.part", "set", ["bucket", "key", "upload_id", "part_number", "body"]
-    ),
+    openapi_extra=UPLOAD_PART.labels,
 )
 def upload_part(
     request: Request, bucket: PathBucket, upload_id: UploadId, part_number: PartNumber, body: PartIn
@@ -245,7 +234,7 @@ def upload_part(
 
     payload = {"bucket": bucket, "upload_id": upload_id, "part_number": part_number}
     payload["body"] = body.body
-    return run_collecting(request, route="upload_part", native=False, payload=payload, apply=apply)
+    return run_collecting(request, UPLOAD_PART, route="upload_part", payload=payload, apply=apply)
 
 
 class PartRef(Strict):
@@ -260,7 +249,7 @@ class CompleteIn(Strict):
 @router.post(
     "/buckets/{bucket}/uploads/{upload_id}/complete",
     operation_id="complete_multipart_upload",
-    openapi_extra=effect_meta("multipart.complete", "set", ["bucket", "key", "etag"], "native"),
+    openapi_extra=COMPLETE_UPLOAD.labels,
 )
 def complete_multipart_upload(
     request: Request,
@@ -285,14 +274,14 @@ def complete_multipart_upload(
 
     payload = {"bucket": bucket, "upload_id": upload_id, **body.model_dump()}
     return run_collecting(
-        request, route="complete_multipart_upload", native=True, payload=payload, apply=apply
+        request, COMPLETE_UPLOAD, route="complete_multipart_upload", payload=payload, apply=apply
     )
 
 
 @router.delete(
     "/buckets/{bucket}/uploads/{upload_id}",
     operation_id="abort_multipart_upload",
-    openapi_extra=effect_meta("multipart.abort", "set", ["bucket", "key", "upload_id"]),
+    openapi_extra=ABORT_UPLOAD.labels,
 )
 def abort_multipart_upload(
     request: Request, bucket: PathBucket, upload_id: UploadId
@@ -307,15 +296,12 @@ def abort_multipart_upload(
         for p in parts:
             s.delete(p)
         s.flush()
-        identity = {"bucket": bucket, "key": u.key, "upload_id": upload_id}
+        args = {"bucket": bucket, "key": u.key, "upload_id": upload_id, "parts": len(parts)}
         s.delete(u)
-        args = {**identity, "parts": len(parts)}
-        record_commit(
-            s, op="multipart.abort", effect_class="set", identity=identity, args=args, key=idem
-        )
+        ABORT_UPLOAD.commit(s, args, idem)
         return 200, {**args, "aborted": True}
 
     payload = {"bucket": bucket, "upload_id": upload_id}
     return run_collecting(
-        request, route="abort_multipart_upload", native=False, payload=payload, apply=apply
+        request, ABORT_UPLOAD, route="abort_multipart_upload", payload=payload, apply=apply
     )

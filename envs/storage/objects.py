@@ -17,7 +17,7 @@ from pydantic import Field
 from sqlalchemy import select
 from sqlalchemy.orm import Session
 
-from .._service.kit import KeyHeader, effect_meta, error, get_ctx, record_commit
+from .._service.kit import Effect, KeyHeader, error, get_ctx
 from . import blobs
 from .common import (
     Body,
@@ -43,6 +43,13 @@ from .views import version_view
 
 router = APIRouter(prefix="/v1")
 ETAG_PATTERN = r"^[0-9a-f]{32}(-[0-9]{1,5})?$"
+PUT_OBJECT = Effect("object.put", "set", ("bucket", "key", "body"), "constraint")
+DELETE_OBJECT = Effect("object.delete", "set", ("bucket", "key", "version_id"))
+COPY_OBJECT = Effect(
+    "object.copy", "set", ("bucket", "key", "source_bucket", "source_key", "etag"), "native"
+)
+RESTORE_OBJECT = Effect("object.restore", "set", ("bucket", "key", "version_id"), compensation=True)
+APPEND_OBJECT = Effect("object.append", "additive", ("bucket", "key"))
 
 
 class PutIn(Strict):
@@ -60,7 +67,7 @@ class PutIn(Strict):
 @router.put(
     "/buckets/{bucket}/object",
     operation_id="put_object",
-    openapi_extra=effect_meta("object.put", "set", ["bucket", "key", "body"], "constraint"),
+    openapi_extra=PUT_OBJECT.labels,
 )
 def put_object(request: Request, bucket: PathBucket, body: PutIn) -> JSONResponse:
     """Write a text object (body up to 64 KiB); the ETag is the md5 of the body. Conditional
@@ -70,6 +77,7 @@ def put_object(request: Request, bucket: PathBucket, body: PutIn) -> JSONRespons
     On a versioned bucket every put, a repeat included, adds a version, so a repeat grows
     the version history by an identical copy without changing what the key holds."""
     ctx = get_ctx(request)
+    payload = {"bucket": bucket, **body.model_dump()}
 
     def apply(s: Session, idem: str | None, dropped: set[str]) -> tuple[int, Any]:
         b = bucket_or_404(s, bucket)
@@ -92,25 +100,19 @@ def put_object(request: Request, bucket: PathBucket, body: PutIn) -> JSONRespons
             s, b, body.key, etag=etag, size=len(data), blob=digest, content_type=body.content_type
         )
         dropped.update(gone)
-        args = body.model_dump(exclude={"body"})
-        record_commit(
-            s,
-            op="object.put",
-            effect_class="set",
-            identity={"bucket": bucket, "key": body.key, "body": body.body},
-            args={"bucket": bucket, **args, "etag": etag, "size": len(data)},
-            key=idem,
-        )
+        args = {"bucket": bucket, **body.model_dump(exclude={"body"})}
+        # The identity holds the body, which the row's args leave out.
+        identity = {"bucket": bucket, "key": body.key, "body": body.body}
+        PUT_OBJECT.commit(s, {**args, "etag": etag, "size": len(data)}, idem, identity)
         return 200, version_view(v)
 
-    payload = {"bucket": bucket, **body.model_dump()}
-    return run_collecting(request, route="put_object", native=False, payload=payload, apply=apply)
+    return run_collecting(request, PUT_OBJECT, route="put_object", payload=payload, apply=apply)
 
 
 @router.delete(
     "/buckets/{bucket}/object",
     operation_id="delete_object",
-    openapi_extra=effect_meta("object.delete", "set", ["bucket", "key", "version_id"]),
+    openapi_extra=DELETE_OBJECT.labels,
 )
 def delete_object(
     request: Request, bucket: PathBucket, key: QueryKey, version_id: QueryVersion = None
@@ -119,6 +121,7 @@ def delete_object(
     becomes current). Without: on a versioned bucket, add a delete marker (earlier versions
     stay and can be restored); on an unversioned bucket, remove the object. Deleting what is
     already gone changes nothing."""
+    payload = {"bucket": bucket, "key": key, "version_id": version_id}
 
     def apply(s: Session, idem: str | None, dropped: set[str]) -> tuple[int, Any]:
         b = bucket_or_404(s, bucket)
@@ -147,19 +150,11 @@ def delete_object(
             )
             dropped.update(gone)
             out.update(version_id=marker.version_id, delete_marker=True, deleted=True)
-        record_commit(
-            s,
-            op="object.delete",
-            effect_class="set",
-            identity={"bucket": bucket, "key": key, "version_id": version_id},
-            args=out,
-            key=idem,
-        )
+        DELETE_OBJECT.commit(s, out, idem, payload)  # the version asked for, not the one hit
         return 200, out
 
-    payload = {"bucket": bucket, "key": key, "version_id": version_id}
     return run_collecting(
-        request, route="delete_object", native=False, payload=payload, apply=apply
+        request, DELETE_OBJECT, route="delete_object", payload=payload, apply=apply
     )
 
 
@@ -173,9 +168,7 @@ class CopyIn(Strict):
 @router.post(
     "/buckets/{bucket}/object/copy",
     operation_id="copy_object",
-    openapi_extra=effect_meta(
-        "object.copy", "set", ["bucket", "key", "source_bucket", "source_key", "etag"], "native"
-    ),
+    openapi_extra=COPY_OBJECT.labels,
 )
 def copy_object(
     request: Request, bucket: PathBucket, body: CopyIn, idempotency_key: KeyHeader = None
@@ -185,6 +178,7 @@ def copy_object(
     identical version. Accepts an Idempotency-Key header: a retry with the same key replays
     the first response instead of copying again."""
     ctx = get_ctx(request)
+    payload = {"bucket": bucket, **body.model_dump()}
 
     def apply(s: Session, idem: str | None, dropped: set[str]) -> tuple[int, Any]:
         bucket_or_404(s, body.source_bucket)
@@ -192,21 +186,11 @@ def copy_object(
         dest = bucket_or_404(s, bucket)
         v, gone = copy_version(s, ctx.data_dir, dest, body.key, src)
         dropped.update(gone)
-        identity = {
-            "bucket": bucket,
-            "key": body.key,
-            "source_bucket": body.source_bucket,
-            "source_key": body.source_key,
-            "etag": v.etag,
-        }
-        args = {**identity, "source_version_id": src.version_id}
-        record_commit(
-            s, op="object.copy", effect_class="set", identity=identity, args=args, key=idem
-        )
+        args = {**payload, "etag": v.etag, "source_version_id": src.version_id}
+        COPY_OBJECT.commit(s, args, idem)
         return 200, {**version_view(v), "copy_source_version_id": src.version_id}
 
-    payload = {"bucket": bucket, **body.model_dump()}
-    return run_collecting(request, route="copy_object", native=True, payload=payload, apply=apply)
+    return run_collecting(request, COPY_OBJECT, route="copy_object", payload=payload, apply=apply)
 
 
 class RestoreIn(Strict):
@@ -217,36 +201,26 @@ class RestoreIn(Strict):
 @router.post(
     "/buckets/{bucket}/object/restore",
     operation_id="restore_object_version",
-    openapi_extra=effect_meta(
-        "object.restore", "set", ["bucket", "key", "version_id"], compensation=True
-    ),
+    openapi_extra=RESTORE_OBJECT.labels,
 )
 def restore_object_version(request: Request, bucket: PathBucket, body: RestoreIn) -> JSONResponse:
     """Roll a key back to an earlier version: copy that version on top, so it is current
     again while every version, the one rolled back included, stays in the history. A set:
     a repeat makes the same content current again (adding one more identical version)."""
     ctx = get_ctx(request)
+    payload = {"bucket": bucket, **body.model_dump()}
 
     def apply(s: Session, idem: str | None, dropped: set[str]) -> tuple[int, Any]:
         b = bucket_or_404(s, bucket)
         src = find_version(s, bucket, body.key, body.version_id)
         v, gone = copy_version(s, ctx.data_dir, b, body.key, src)
         dropped.update(gone)
-        identity = {"bucket": bucket, "key": body.key, "version_id": body.version_id}
-        record_commit(
-            s,
-            op="object.restore",
-            effect_class="set",
-            identity=identity,
-            args={**identity, "new_version_id": v.version_id, "etag": v.etag},
-            key=idem,
-            compensation=True,
-        )
+        args = {**payload, "new_version_id": v.version_id, "etag": v.etag}
+        RESTORE_OBJECT.commit(s, args, idem)
         return 200, {**version_view(v), "restored_from": body.version_id}
 
-    payload = {"bucket": bucket, **body.model_dump()}
     return run_collecting(
-        request, route="restore_object_version", native=False, payload=payload, apply=apply
+        request, RESTORE_OBJECT, route="restore_object_version", payload=payload, apply=apply
     )
 
 
@@ -258,12 +232,13 @@ class AppendIn(Strict):
 @router.post(
     "/buckets/{bucket}/object/append",
     operation_id="append_to_object",
-    openapi_extra=effect_meta("object.append", "additive", ["bucket", "key"]),
+    openapi_extra=APPEND_OBJECT.labels,
 )
 def append_to_object(request: Request, bucket: PathBucket, body: AppendIn) -> JSONResponse:
     """Append one line (a newline is added) to a text object such as a log or changelog,
     creating it if it does not exist. Not idempotent: every call appends the line again."""
     ctx = get_ctx(request)
+    payload = {"bucket": bucket, **body.model_dump()}
 
     def apply(s: Session, idem: str | None, dropped: set[str]) -> tuple[int, Any]:
         b = bucket_or_404(s, bucket)
@@ -287,18 +262,9 @@ def append_to_object(request: Request, bucket: PathBucket, body: AppendIn) -> JS
             content_type=ctype,
         )
         dropped.update(gone)
-        identity = {"bucket": bucket, "key": body.key}
-        record_commit(
-            s,
-            op="object.append",
-            effect_class="additive",
-            identity=identity,
-            args={**identity, "line": body.line, "etag": v.etag, "size": v.size},
-            key=idem,
-        )
+        APPEND_OBJECT.commit(s, {**payload, "etag": v.etag, "size": v.size}, idem)
         return 200, version_view(v)
 
-    payload = {"bucket": bucket, **body.model_dump()}
     return run_collecting(
-        request, route="append_to_object", native=False, payload=payload, apply=apply
+        request, APPEND_OBJECT, route="append_to_object", payload=payload, apply=apply
     )
