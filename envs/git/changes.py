@@ -15,7 +15,7 @@ from fastapi.responses import JSONResponse
 from pydantic import BaseModel, Field
 from sqlalchemy.orm import Session
 
-from .._service.kit import Effect, error
+from .._service.kit import Effect, error, write_route
 from .common import (
     CommitId,
     Message,
@@ -59,11 +59,7 @@ class MergeIn(BaseModel):
     message: Message | None = None
 
 
-@router.post(
-    "/repos/{repo}/merges",
-    operation_id="merge_branch",
-    openapi_extra=MERGE.labels,
-)
+@write_route(router, "POST", "/repos/{repo}/merges", "merge_branch", MERGE)
 def merge_branch(request: Request, repo: RepoName, body: MergeIn) -> JSONResponse:
     """Merge one branch into another. A source already contained in the target changes
     nothing ("already_up_to_date"); conflicts are refused (409) with the paths."""
@@ -185,11 +181,8 @@ def _apply_change(request: Request, repo: str, body: PickIn, *, revert: bool) ->
     return run_in_repo(request, r, effect, route=kind, payload=payload, apply=apply)
 
 
-@router.post(
-    "/repos/{repo}/cherry-picks",
-    operation_id="cherry_pick_commit",
-    status_code=201,
-    openapi_extra=CHERRY_PICK.labels,
+@write_route(
+    router, "POST", "/repos/{repo}/cherry-picks", "cherry_pick_commit", CHERRY_PICK, None, 201
 )
 def cherry_pick_commit(request: Request, repo: RepoName, body: PickIn) -> JSONResponse:
     """Apply the change of one commit onto a branch as a new commit. A change the branch
@@ -197,12 +190,7 @@ def cherry_pick_commit(request: Request, repo: RepoName, body: PickIn) -> JSONRe
     return _apply_change(request, repo, body, revert=False)
 
 
-@router.post(
-    "/repos/{repo}/reverts",
-    operation_id="revert_commit",
-    status_code=201,
-    openapi_extra=REVERT.labels,
-)
+@write_route(router, "POST", "/repos/{repo}/reverts", "revert_commit", REVERT, None, 201)
 def revert_commit(request: Request, repo: RepoName, body: PickIn) -> JSONResponse:
     """Undo the change of one commit on a branch with a new revert commit (history is kept).
     A change the branch no longer has is refused (409)."""

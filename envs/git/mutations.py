@@ -16,7 +16,7 @@ from fastapi.responses import JSONResponse
 from pydantic import BaseModel, Field
 from sqlalchemy.orm import Session
 
-from .._service.kit import Effect, KeyHeader, error
+from .._service.kit import Effect, KeyHeader, error, write_route
 from .common import (
     CommitId,
     FilePath,
@@ -61,12 +61,7 @@ class BranchIn(BaseModel):
     from_ref: Rev = Field("main", description="branch, tag or commit id to start from")
 
 
-@router.post(
-    "/repos/{repo}/branches",
-    operation_id="create_branch",
-    status_code=201,
-    openapi_extra=CREATE_BRANCH.labels,
-)
+@write_route(router, "POST", "/repos/{repo}/branches", "create_branch", CREATE_BRANCH, None, 201)
 def create_branch(request: Request, repo: RepoName, body: BranchIn) -> JSONResponse:
     """Create a branch at a branch, tag or commit. A branch that exists is refused (409)."""
     r = write_repo(request, repo)
@@ -90,11 +85,7 @@ def create_branch(request: Request, repo: RepoName, body: BranchIn) -> JSONRespo
     )
 
 
-@router.delete(
-    "/repos/{repo}/branches",
-    operation_id="delete_branch",
-    openapi_extra=DELETE_BRANCH.labels,
-)
+@write_route(router, "DELETE", "/repos/{repo}/branches", "delete_branch", DELETE_BRANCH)
 def delete_branch(
     request: Request, repo: RepoName, name: str = Query(min_length=1, max_length=100)
 ) -> JSONResponse:
@@ -133,12 +124,7 @@ class CommitIn(BaseModel):
     )
 
 
-@router.post(
-    "/repos/{repo}/commits",
-    operation_id="commit_file",
-    status_code=201,
-    openapi_extra=COMMIT_FILE.labels,
-)
+@write_route(router, "POST", "/repos/{repo}/commits", "commit_file", COMMIT_FILE, None, 201)
 def commit_file(
     request: Request, repo: RepoName, body: CommitIn, idempotency_key: KeyHeader = None
 ) -> JSONResponse:
@@ -195,12 +181,7 @@ class TagIn(BaseModel):
     message: Message | None = Field(None, description="makes an annotated tag")
 
 
-@router.post(
-    "/repos/{repo}/tags",
-    operation_id="create_tag",
-    status_code=201,
-    openapi_extra=CREATE_TAG.labels,
-)
+@write_route(router, "POST", "/repos/{repo}/tags", "create_tag", CREATE_TAG, None, 201)
 def create_tag(request: Request, repo: RepoName, body: TagIn) -> JSONResponse:
     """Tag a commit (annotated when a message is given). A tag that exists is refused (409)."""
     r = write_repo(request, repo)
@@ -227,11 +208,7 @@ def create_tag(request: Request, repo: RepoName, body: TagIn) -> JSONResponse:
 # ---- repair ------------------------------------------------------------------------
 
 
-@router.post(
-    "/repos/{repo}/repair",
-    operation_id="repair_repository",
-    openapi_extra=REPAIR_REPO.labels,
-)
+@write_route(router, "POST", "/repos/{repo}/repair", "repair_repository", REPAIR_REPO)
 def repair_repository(request: Request, repo: RepoName) -> JSONResponse:
     """Remove stale lock files (.git/index.lock, ref locks) an interrupted git process left
     behind, so git commands work again. Changes staged under a stale lock are discarded."""

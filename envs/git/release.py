@@ -33,6 +33,7 @@ from .._service.kit import (
     now,
     row,
     run_composite,
+    write_route,
 )
 from .common import (
     VERSION_PATTERN,
@@ -187,13 +188,7 @@ class _Cut:
     refused: HTTPException | None = None
 
 
-@router.post(
-    "/repos/{repo}/releases",
-    operation_id="cut_release",
-    status_code=201,
-    response_model=ReleaseOut,
-    openapi_extra=CUT_RELEASE.labels,
-)
+@write_route(router, "POST", "/repos/{repo}/releases", "cut_release", CUT_RELEASE, ReleaseOut, 201)
 def cut_release(request: Request, repo: RepoName, body: ReleaseIn) -> JSONResponse:
     """Cut release X.Y.Z from main: create branch release/X.Y.Z, commit VERSION = X.Y.Z on
     it, tag the bump commit vX.Y.Z, then commit the notes to CHANGELOG.md on the branch.
@@ -259,11 +254,13 @@ def cut_release(request: Request, repo: RepoName, body: ReleaseIn) -> JSONRespon
         )
 
 
-@router.post(
+@write_route(
+    router,
+    "POST",
     "/repos/{repo}/releases/{version}/resume",
-    operation_id="resume_release",
-    response_model=ReleaseOut,
-    openapi_extra=RESUME_RELEASE.labels,
+    "resume_release",
+    RESUME_RELEASE,
+    ReleaseOut,
 )
 def resume_release(
     request: Request,

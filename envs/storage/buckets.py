@@ -9,7 +9,7 @@ from fastapi.responses import JSONResponse
 from sqlalchemy.exc import IntegrityError
 from sqlalchemy.orm import Session
 
-from .._service.kit import Effect, error, now, run_mutation
+from .._service.kit import Effect, error, now, run_mutation, write_route
 from .common import BucketName, PathBucket, Strict, bucket_or_404
 from .models import Bucket
 from .views import bucket_view
@@ -23,12 +23,7 @@ class BucketIn(Strict):
     name: BucketName
 
 
-@router.post(
-    "/buckets",
-    operation_id="create_bucket",
-    status_code=201,
-    openapi_extra=CREATE_BUCKET.labels,
-)
+@write_route(router, "POST", "/buckets", "create_bucket", CREATE_BUCKET, None, 201)
 def create_bucket(request: Request, body: BucketIn) -> JSONResponse:
     """Create a bucket (unversioned; see set_bucket_versioning). Names follow S3's rules:
     3-63 lowercase letters, digits, dots and hyphens. A name that exists is refused (409)."""
@@ -61,11 +56,7 @@ class VersioningIn(Strict):
     status: Literal["Enabled", "Suspended"]
 
 
-@router.put(
-    "/buckets/{bucket}/versioning",
-    operation_id="set_bucket_versioning",
-    openapi_extra=SET_VERSIONING.labels,
-)
+@write_route(router, "PUT", "/buckets/{bucket}/versioning", "set_bucket_versioning", SET_VERSIONING)
 def set_bucket_versioning(request: Request, bucket: PathBucket, body: VersioningIn) -> JSONResponse:
     """Turn versioning on ("Enabled") or pause it ("Suspended") for a bucket. With it on,
     every write keeps the earlier versions. Setting the same status again is harmless."""

@@ -23,7 +23,7 @@ from fastapi.responses import JSONResponse
 from pydantic import Field
 from sqlalchemy.orm import Session
 
-from .._service.kit import error, get_ctx, maybe_crash, run_composite
+from .._service.kit import error, get_ctx, maybe_crash, run_composite, write_route
 from . import blobs
 from .common import Body, ContentType, Key, PathBucket, Strict, collect, upload_or_404
 from .multipart import COMPLETE_UPLOAD, finish_upload, open_upload, store_part
@@ -51,11 +51,13 @@ class _Upload:
     dropped: set[str] = field(default_factory=set)
 
 
-@router.post(
+@write_route(
+    router,
+    "POST",
     "/buckets/{bucket}/multipart-objects",
-    operation_id="upload_object_multipart",
-    response_model=CompletedOut,
-    openapi_extra=UPLOAD_MULTIPART.labels,
+    "upload_object_multipart",
+    UPLOAD_MULTIPART,
+    CompletedOut,
 )
 def upload_object_multipart(
     request: Request, bucket: PathBucket, body: MultipartObjectIn

@@ -33,6 +33,7 @@ from .._service.kit import (
     new_id,
     now,
     run_mutation,
+    write_route,
 )
 from . import blobs
 from .common import (
@@ -184,11 +185,7 @@ class CreateUploadIn(Strict):
     content_type: ContentType = "text/plain"
 
 
-@router.post(
-    "/buckets/{bucket}/uploads",
-    operation_id="create_multipart_upload",
-    openapi_extra=CREATE_UPLOAD.labels,
-)
+@write_route(router, "POST", "/buckets/{bucket}/uploads", "create_multipart_upload", CREATE_UPLOAD)
 def create_multipart_upload(
     request: Request, bucket: PathBucket, body: CreateUploadIn
 ) -> JSONResponse:
@@ -214,10 +211,12 @@ class PartIn(Strict):
     body: Body
 
 
-@router.put(
+@write_route(
+    router,
+    "PUT",
     "/buckets/{bucket}/uploads/{upload_id}/parts/{part_number}",
-    operation_id="upload_part",
-    openapi_extra=UPLOAD_PART.labels,
+    "upload_part",
+    UPLOAD_PART,
 )
 def upload_part(
     request: Request, bucket: PathBucket, upload_id: UploadId, part_number: PartNumber, body: PartIn
@@ -246,10 +245,12 @@ class CompleteIn(Strict):
     parts: list[PartRef] = Field(min_length=1, max_length=MAX_PARTS)
 
 
-@router.post(
+@write_route(
+    router,
+    "POST",
     "/buckets/{bucket}/uploads/{upload_id}/complete",
-    operation_id="complete_multipart_upload",
-    openapi_extra=COMPLETE_UPLOAD.labels,
+    "complete_multipart_upload",
+    COMPLETE_UPLOAD,
 )
 def complete_multipart_upload(
     request: Request,
@@ -278,10 +279,12 @@ def complete_multipart_upload(
     )
 
 
-@router.delete(
+@write_route(
+    router,
+    "DELETE",
     "/buckets/{bucket}/uploads/{upload_id}",
-    operation_id="abort_multipart_upload",
-    openapi_extra=ABORT_UPLOAD.labels,
+    "abort_multipart_upload",
+    ABORT_UPLOAD,
 )
 def abort_multipart_upload(
     request: Request, bucket: PathBucket, upload_id: UploadId

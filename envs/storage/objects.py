@@ -17,7 +17,7 @@ from pydantic import Field
 from sqlalchemy import select
 from sqlalchemy.orm import Session
 
-from .._service.kit import Effect, KeyHeader, error, get_ctx
+from .._service.kit import Effect, KeyHeader, error, get_ctx, write_route
 from . import blobs
 from .common import (
     Body,
@@ -64,11 +64,7 @@ class PutIn(Strict):
     )
 
 
-@router.put(
-    "/buckets/{bucket}/object",
-    operation_id="put_object",
-    openapi_extra=PUT_OBJECT.labels,
-)
+@write_route(router, "PUT", "/buckets/{bucket}/object", "put_object", PUT_OBJECT)
 def put_object(request: Request, bucket: PathBucket, body: PutIn) -> JSONResponse:
     """Write a text object (body up to 64 KiB); the ETag is the md5 of the body. Conditional
     writes: if_none_match "*" refuses with 412 when the key already exists, if_match refuses
@@ -109,11 +105,7 @@ def put_object(request: Request, bucket: PathBucket, body: PutIn) -> JSONRespons
     return run_collecting(request, PUT_OBJECT, route="put_object", payload=payload, apply=apply)
 
 
-@router.delete(
-    "/buckets/{bucket}/object",
-    operation_id="delete_object",
-    openapi_extra=DELETE_OBJECT.labels,
-)
+@write_route(router, "DELETE", "/buckets/{bucket}/object", "delete_object", DELETE_OBJECT)
 def delete_object(
     request: Request, bucket: PathBucket, key: QueryKey, version_id: QueryVersion = None
 ) -> JSONResponse:
@@ -165,11 +157,7 @@ class CopyIn(Strict):
     source_version_id: VersionId | None = None
 
 
-@router.post(
-    "/buckets/{bucket}/object/copy",
-    operation_id="copy_object",
-    openapi_extra=COPY_OBJECT.labels,
-)
+@write_route(router, "POST", "/buckets/{bucket}/object/copy", "copy_object", COPY_OBJECT)
 def copy_object(
     request: Request, bucket: PathBucket, body: CopyIn, idempotency_key: KeyHeader = None
 ) -> JSONResponse:
@@ -198,10 +186,8 @@ class RestoreIn(Strict):
     version_id: VersionId
 
 
-@router.post(
-    "/buckets/{bucket}/object/restore",
-    operation_id="restore_object_version",
-    openapi_extra=RESTORE_OBJECT.labels,
+@write_route(
+    router, "POST", "/buckets/{bucket}/object/restore", "restore_object_version", RESTORE_OBJECT
 )
 def restore_object_version(request: Request, bucket: PathBucket, body: RestoreIn) -> JSONResponse:
     """Roll a key back to an earlier version: copy that version on top, so it is current
@@ -229,11 +215,7 @@ class AppendIn(Strict):
     line: str = Field(min_length=1, max_length=1000, pattern=r"^[^\r\n\x00]+$")
 
 
-@router.post(
-    "/buckets/{bucket}/object/append",
-    operation_id="append_to_object",
-    openapi_extra=APPEND_OBJECT.labels,
-)
+@write_route(router, "POST", "/buckets/{bucket}/object/append", "append_to_object", APPEND_OBJECT)
 def append_to_object(request: Request, bucket: PathBucket, body: AppendIn) -> JSONResponse:
     """Append one line (a newline is added) to a text object such as a log or changelog,
     creating it if it does not exist. Not idempotent: every call appends the line again."""
