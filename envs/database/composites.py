@@ -148,10 +148,11 @@ def _declare(s: Session, body: DividendIn, key: str | None) -> str:
         created=now(s),
     )
     s.add(d)
+    # Flush now: the audit row's clock read would autoflush the dividend outside the guard.
+    flush_or_409(s, f"Dividend {body.reference} already exists")
     total = sum(h["amount"] for h in holders)
     audit(s, "dividend.declare", ref=body.reference, amount=total, detail=body.model_dump())
     DECLARE_DIVIDEND.commit(s, body.model_dump(), key)
-    flush_or_409(s, f"Dividend {body.reference} already exists")
     return d.id
 
 

@@ -141,11 +141,12 @@ def create_order(request: Request, body: OrderIn) -> JSONResponse:
             created=now(s),
         )
         s.add(o)
+        # Flush now: the audit row's clock read would autoflush the order outside the guard.
+        flush_or_409(s, f"Order {body.order_number} exists")
         audit(
             s, "order.create", account_id=body.account_id, ref=body.order_number, amount=body.total
         )
         CREATE_ORDER.commit(s, args, key)
-        flush_or_409(s, f"Order {body.order_number} exists")
         return 201, row(o)
 
     return run_mutation(

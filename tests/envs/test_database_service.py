@@ -8,6 +8,7 @@ from typing import Any
 
 import pytest
 from sqlalchemy import text
+from sqlalchemy.orm import Session
 from undobench_gym.envs.database.fixture import build_fixture
 from undobench_gym.envs.database.service import DOMAIN
 from undobench_gym.envs.database.workflows import WORKFLOWS
@@ -161,6 +162,44 @@ def test_repeated_create_order_conflicts(svc: ServiceClient) -> None:
     assert len(rows) == 1 and rows[0]["total"] == 4200
     assert svc.ops() == ["order.create"]
     assert svc.call("get_order", {"order_number": "ORD-TEST-1"}).json()["total"] == 4200
+
+
+RACES = [
+    ("create_order", {"order_number": "ORD-RACE-1", "total": 4200}, "db_orders"),
+    (
+        "pay_dividend",
+        {"share_class": "common", "amount_per_share": 3, "reference": "DIV-R"},
+        "db_dividends",
+    ),
+]
+
+
+@pytest.mark.parametrize(("tool", "body", "table"), RACES, ids=[r[0] for r in RACES])
+def test_a_unique_row_created_concurrently_since_the_check_is_a_409(
+    svc: ServiceClient, monkeypatch: pytest.MonkeyPatch, tool: str, body: dict[str, Any], table: str
+) -> None:
+    """Two requests with one order number (dividend reference): the loser passed the
+    existence check before the winner committed, so its insert hits the unique constraint.
+    That is a 409, not a 500: the audit row's clock read must not flush the new row before
+    the guarded flush."""
+    if tool == "create_order":
+        body = {**body, "account_id": build_fixture(SEED)["accounts"][1]["id"]}
+    assert svc.call(tool, body).status_code == 201
+    ops = svc.ops()
+    real_scalar = Session.scalar
+    missed = []
+
+    def scalar_before_the_winner_committed(self: Session, statement: Any, *a: Any, **k: Any) -> Any:
+        if not missed and f"{table}." in str(statement):
+            missed.append(statement)
+            return None
+        return real_scalar(self, statement, *a, **k)
+
+    monkeypatch.setattr(Session, "scalar", scalar_before_the_winner_committed)
+    loser = svc.call(tool, body)
+    assert missed and loser.status_code == 409, loser.text
+    assert "exists" in loser.json()["detail"]["message"]
+    assert svc.ops() == ops
 
 
 def test_repeated_pay_dividend_conflicts(svc: ServiceClient) -> None:
