@@ -130,11 +130,11 @@ def bench_reset(env: UndoBenchEnv, n: int) -> dict[str, float]:
 
 def bench_step(env: UndoBenchEnv, n: int) -> dict[str, float]:
     env.reset(seed=1, options={"workflow": "pay-charge-customer"})
-    cid = env._episode["params"]["customer_id"] if env._episode else ""
+    cid = env._episode.params["customer_id"] if env._episode else ""
     action = {"tool": "get_customer", "arguments": {"customer_id": cid}}
     times = []
     for _ in range(n):
-        if env._episode and env._episode["steps"] >= env.max_steps - 1:
+        if env._episode and env._episode.steps >= env.max_steps - 1:
             env.reset(seed=1, options={"workflow": "pay-charge-customer"})
         t0 = time.perf_counter()
         env.step(action)

@@ -145,7 +145,7 @@ def test_env_survives_bad_actions(env_id: str, sandbox: Sandbox, figures: Figure
     rt = base.runtime
     restarts = rt.restarts
     env.reset(seed=SEED)
-    pool = string_pool(base._admin("GET", "/admin/state")["tables"])
+    pool = string_pool(base._stack.state().tables)
     counts = {
         "episodes": 0,
         "actions": 0,
@@ -208,7 +208,7 @@ def test_non_ascii_idempotency_key_is_an_invalid_action(sandbox: Sandbox, key: s
     env = sandbox.env("UndoBench/Payments-v0")
     base: UndoBenchEnv = env.unwrapped  # type: ignore[assignment]
     env.reset(seed=SEED, options={"workflow": "pay-charge-customer"})
-    cid = base._episode["params"]["customer_id"]  # type: ignore[index]
+    cid = base._episode.params["customer_id"]  # type: ignore[union-attr]
     args = {"customer_id": cid, "amount": 100, "currency": "usd", "description": "fuzz"}
     args["idempotency_key"] = key
     action = json.dumps({"tool": "create_charge", "arguments": args})

@@ -110,13 +110,13 @@ def test_client_crash_header_is_ignored_end_to_end(
     spellings = {"x-undobench-crash-point": point, "X-UndoBench-Crash-Point": point}
     try:
         for name, value in spellings.items():
-            env._http.headers[name] = value
+            env._stack.http.headers[name] = value
             ep = play(workflow, None)
             assert ep["success"], (name, ep["verdict"]["partial"])
-            del env._http.headers[name]
+            del env._stack.http.headers[name]
     finally:
         for name in spellings:
-            env._http.headers.pop(name, None)
+            env._stack.http.headers.pop(name, None)
     assert env.runtime.restarts == restarts, f"{point}: the service crashed on a client header"
     # Positive control: the same point armed by the proxy's own plan does crash it.
     fault = play(workflow, scenario.id)
@@ -207,7 +207,7 @@ def test_agent_visible_text_never_names_the_harness(
         env = env_for(domain)
         env.reset(seed=1)
         agent_port["port"] = int(env.runtime.endpoints.agent_url.rsplit(":", 1)[1])
-        env._http.event_hooks["response"].append(record)
+        env._stack.http.event_hooks["response"].append(record)
         try:
             for wf in (w for w in WORKFLOWS if w.domain == domain):
                 obs, info = env.reset(seed=1, options={"workflow": wf.id})
@@ -219,7 +219,7 @@ def test_agent_visible_text_never_names_the_harness(
                     text = json.dumps(ep["transcript"], ensure_ascii=False)
                     hits += [f"{wf.id}:{sc}: {m}" for m in LEAK.findall(text)]
         finally:
-            env._http.event_hooks["response"].remove(record)
+            env._stack.http.event_hooks["response"].remove(record)
     hits += [f"header {h}" for h in headers if LEAK.search(h)]
     figures.add(
         "isolation", "leak_scan", {"episodes": episodes, "headers": len(headers), "hits": len(hits)}
