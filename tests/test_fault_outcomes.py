@@ -143,7 +143,7 @@ def test_ambiguous_faults_take_the_same_time_whichever_way_the_coin_fell(payment
     """Before the padding, a committed call answered in ~7 ms and a dropped one in ~2 ms
     (one threshold guessed the coin 39 times in 40); benchmarks/bench_ambiguous_latency.py
     measures the whole catalogue."""
-    from undobench_gym.env import AMBIGUOUS_PAD_S
+    from undobench_gym.boundaries import AMBIGUOUS_PAD_S
 
     took: dict[bool, list[float]] = {True: [], False: []}
     for seed in range(1, 7):

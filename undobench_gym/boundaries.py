@@ -80,7 +80,7 @@ def resolve(
         action=wire_action(scenario, coin),
         tool=scenario.target.tool,
         nth=scenario.target.nth,
-        visible_error=scenario.visible_error.value,
+        visible_error=scenario.visible_error,
         crash_point=scenario.crash_point,
         timeout_s=http_timeout + HOLD_MARGIN_S,
         pad_s=AMBIGUOUS_PAD_S if scenario.ambiguous else 0.0,

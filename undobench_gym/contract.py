@@ -8,6 +8,7 @@ project, so every layer may import it.
 
 from __future__ import annotations
 
+from enum import StrEnum
 from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, model_validator
@@ -33,8 +34,15 @@ IDEMPOTENCY_MODES: tuple[IdempotencyMode, ...] = ("native", "all", "none")
 #: 2xx reply; or forward it with a crash point armed.
 FaultAction = Literal["drop_request", "drop_response", "crash"]
 FAULT_ACTIONS: tuple[FaultAction, ...] = ("drop_request", "drop_response", "crash")
-#: How a failure looks to the client.
-VisibleErrorKind = Literal["connection_reset", "timeout", "http_502", "http_503"]
+
+
+class VisibleError(StrEnum):
+    """What a real HTTP client sees; nothing says "injected"."""
+
+    CONNECTION_RESET = "connection_reset"
+    TIMEOUT = "timeout"
+    HTTP_502 = "http_502"
+    HTTP_503 = "http_503"
 
 
 class FaultPlan(BaseModel):
@@ -47,7 +55,7 @@ class FaultPlan(BaseModel):
     action: FaultAction
     tool: str = Field(min_length=1)
     nth: int = Field(default=1, ge=1)
-    visible_error: VisibleErrorKind = "connection_reset"
+    visible_error: VisibleError = VisibleError.CONNECTION_RESET
     crash_point: str | None = None
     timeout_s: float = Field(default=5.0, ge=0)
     #: Ambiguous mode: the failure is shown no earlier than this long after the request

@@ -29,10 +29,6 @@ from .spaces import JsonText, ToolCallSpace
 from .specs import FaultScenario, Verdict, WorkflowSpec, fill
 from .stack_client import StackClient
 
-SERVER_IDEMPOTENCY = IDEMPOTENCY_MODES
-#: Re-exported: the pad's one definition is in `boundaries`.
-AMBIGUOUS_PAD_S = boundaries.AMBIGUOUS_PAD_S
-
 
 class UndoBenchEnv(gym.Env[str, str]):
     """Actions are tool calls (dict or JSON text); observations are JSON text.
@@ -54,8 +50,8 @@ class UndoBenchEnv(gym.Env[str, str]):
         max_steps: int = 20,
         http_timeout: float = 2.0,
     ) -> None:
-        if server_idempotency not in SERVER_IDEMPOTENCY:
-            raise ValueError(f"server_idempotency must be one of {SERVER_IDEMPOTENCY}")
+        if server_idempotency not in IDEMPOTENCY_MODES:
+            raise ValueError(f"server_idempotency must be one of {IDEMPOTENCY_MODES}")
         if max_steps < 1:
             raise ValueError("max_steps must be at least 1")
         self.domain_name = domain
@@ -122,7 +118,6 @@ class UndoBenchEnv(gym.Env[str, str]):
             workflow=workflow,
             scenario=scenario,
             coin=fault.coin,
-            plan=fault.plan,
             worker_crash=fault.worker_crash,
             params=params,
             tools=tools,

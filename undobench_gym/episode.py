@@ -7,7 +7,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from .catalog import ToolSpec
-from .contract import CommitRow, FaultPlan, WireLog
+from .contract import CommitRow, WireLog
 from .specs import FaultScenario, FaultTarget, Verdict, WorkflowSpec
 
 
@@ -54,7 +54,6 @@ class Episode:
     scenario: FaultScenario | None
     #: The hidden coin of an ambiguous scenario (None otherwise).
     coin: bool | None
-    plan: FaultPlan | None
     worker_crash: WorkerCrash | None
     params: dict[str, Any]
     tools: dict[str, ToolSpec]

@@ -9,6 +9,8 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, model_validator
 
+from .contract import VisibleError as VisibleError  # defined with the wire contract
+
 
 class Boundary(StrEnum):
     PRE_MUTATION = "PRE_MUTATION"
@@ -16,15 +18,6 @@ class Boundary(StrEnum):
     POST_MUTATION_PRE_ACK = "POST_MUTATION_PRE_ACK"
     POST_ACK_PRE_CHECKPOINT = "POST_ACK_PRE_CHECKPOINT"
     DURING_COMPENSATION = "DURING_COMPENSATION"
-
-
-class VisibleError(StrEnum):
-    """What a real HTTP client sees; nothing says "injected"."""
-
-    CONNECTION_RESET = "connection_reset"
-    TIMEOUT = "timeout"
-    HTTP_502 = "http_502"
-    HTTP_503 = "http_503"
 
 
 class EffectClass(StrEnum):

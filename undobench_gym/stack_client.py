@@ -45,10 +45,6 @@ class StackClient:
         return self._runtime
 
     @property
-    def started(self) -> bool:
-        return self._runtime is not None
-
-    @property
     def http(self) -> httpx.Client:
         self.runtime  # noqa: B018 - starts the stack (and the client) on first use
         assert self._http is not None

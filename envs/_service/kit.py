@@ -38,7 +38,6 @@ from .context import (
 from .db import Base, insert_fixture, row
 from .mutation import (
     READ_ONLY,
-    KeyClaim,
     claim_key,
     complete_key,
     effect_meta,
@@ -56,7 +55,6 @@ __all__ = [
     "DbSession",
     "DomainService",
     "Effect",
-    "KeyClaim",
     "KeyHeader",
     "ServiceContext",
     "db_session",
