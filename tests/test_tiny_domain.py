@@ -78,3 +78,15 @@ def test_the_methods_see_its_public_schemas(notes: UndoBenchEnv) -> None:
     _obs, info = notes.reset(seed=3, options={"workflow": "notes-add"})
     assert applicable("B2", info["tools"], "create_note")
     assert applicable("B6", info["tools"], "create_note")  # list_notes can show the effect
+
+
+def test_a_reworded_resend_is_a_duplicate(notes: UndoBenchEnv) -> None:
+    """The identity is who and which title, never the free text: a re-send with another
+    body is the same note written twice."""
+    notes.reset(seed=3, options={"workflow": "notes-add"})
+    args = notes.gold_plan()[0]["arguments"]
+    for body in (args["body"], args["body"] + " (resent)"):
+        notes.step({"tool": "create_note", "arguments": {**args, "body": body}})
+    *_, info = notes.step({"tool": "finish", "arguments": {}})
+    ep = info["episode"]
+    assert not ep["success"] and ep["effects"]["duplicates"] == 1
