@@ -161,3 +161,35 @@ def test_start_failure_names_the_service_and_shows_its_log() -> None:
     message = str(info.value)
     assert "no-such-domain" in message and "unknown domain" in message
     rt.close()
+
+
+def test_ports_are_chosen_below_the_ephemeral_range() -> None:
+    lo = children._ephemeral_range()[0]
+    ports = {children.free_port() for _ in range(50)}
+    assert all(children._LOWEST_PORT <= p < lo for p in ports)
+    assert len(ports) > 40  # random, so that concurrent choosers rarely collide
+
+
+@pytest.mark.parametrize("taken_index", [0, 2], ids=["service-port", "proxy-port"])
+def test_a_port_taken_before_the_child_binds_it_is_chosen_again(
+    monkeypatch: pytest.MonkeyPatch, taken_index: int
+) -> None:
+    """The CI failure of stop 22: another process bound the proxy's chosen port between
+    the choice and mitmproxy's bind. The stack must choose again, not fail."""
+    squatter = socket.socket()
+    squatter.bind(("127.0.0.1", 0))
+    squatter.listen()
+    taken = squatter.getsockname()[1]
+    real = children.free_port
+    calls = iter(range(1000))
+    monkeypatch.setattr(
+        process, "free_port", lambda: taken if next(calls) == taken_index else real()
+    )
+    try:
+        with ProcessRuntime("payments") as rt:
+            ep = rt.start()
+            assert str(taken) not in ep.agent_url + ep.control_url
+            assert httpx.get(f"{ep.admin_urls['payments']}/admin/health").json()["ok"]
+            assert list(rt.workdir.glob("*.port-taken-0.log"))
+    finally:
+        squatter.close()

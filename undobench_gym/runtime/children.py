@@ -10,6 +10,7 @@ import ctypes
 import json
 import os
 import queue
+import random
 import select
 import shutil
 import signal
@@ -116,10 +117,46 @@ def remove_stale_workdirs(root: Path | None = None) -> int:
     return removed
 
 
+_LOWEST_PORT = 10000
+PORT_ATTEMPTS = 3  # a chosen port can be taken before the child binds it
+_random = random.SystemRandom()
+
+
+def _ephemeral_range() -> tuple[int, int]:
+    try:
+        lo, hi = Path("/proc/sys/net/ipv4/ip_local_port_range").read_text().split()
+        return int(lo), int(hi)
+    except (OSError, ValueError):
+        return 32768, 60999  # Linux's default
+
+
 def free_port() -> int:
+    """A port free now, chosen below the kernel's ephemeral range.
+
+    A port from `bind(0)` lies in the ephemeral range, from which every outgoing
+    connection on the machine also takes its local port: between choosing it and the
+    child binding it (or re-binding it after a crash restart) another process's
+    connection may hold it. Ports below that range are only ever taken by an explicit
+    bind, so only a concurrent chooser can race us, and callers retry on that."""
+    lo = _ephemeral_range()[0]
+    top = lo if lo > _LOWEST_PORT + 1000 else 65536
+    for _ in range(100):
+        port = _random.randrange(_LOWEST_PORT, top)
+        with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:
+            try:
+                s.bind(("127.0.0.1", port))
+            except OSError:
+                continue
+            return port
     with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:
         s.bind(("127.0.0.1", 0))
         return int(s.getsockname()[1])
+
+
+def port_taken(log: Path) -> bool:
+    """Whether a child failed because another process bound its port first."""
+    text = log_tail(log, lines=60)
+    return "address already in use" in text.lower() or "errno 98" in text.lower()
 
 
 def log_tail(path: Path, lines: int = 30) -> str:

@@ -35,7 +35,6 @@ import contextlib
 import json
 import logging
 import shutil
-import socket
 import subprocess
 import threading
 import time
@@ -50,13 +49,13 @@ from docker.types import EndpointConfig
 from .. import catalog
 from ..errors import StackStartError, StackUnhealthyError
 from .base import CRASH_EXIT_CODE, Runtime, StackEndpoints
+from .children import PORT_ATTEMPTS, free_port
 from .images import LABEL, PROJECT, current_image, docker_client
 
 STACK_LABEL = "io.undobench.stack"
 ROLE_LABEL = "io.undobench.role"
 SERVICE_PORT, ADMIN_PORT, AGENT_PORT, CONTROL_PORT = 8000, 9000, 8080, 8081
 READY_TIMEOUT_S = 60.0
-PORT_ATTEMPTS = 3  # a chosen host port can be taken before the engine binds it
 
 log = logging.getLogger(__name__)
 _warned: set[str] = set()
@@ -64,12 +63,6 @@ _warned: set[str] = set()
 
 def _labels(stack: str, role: str) -> dict[str, str]:
     return {LABEL: PROJECT, STACK_LABEL: stack, ROLE_LABEL: role}
-
-
-def _free_port() -> int:
-    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
 
 
 def _logs(container: Any, lines: int = 30) -> str:
@@ -270,7 +263,7 @@ class DockerRuntime(Runtime):
             "undobench_control_host=0.0.0.0",
         ]
         for attempt in range(PORT_ATTEMPTS):
-            ports = {p: _free_port() for p in (AGENT_PORT, CONTROL_PORT, ADMIN_PORT)}
+            ports = {p: free_port() for p in (AGENT_PORT, CONTROL_PORT, ADMIN_PORT)}
             self._proxy = self.client.containers.create(
                 self.image,
                 command=command,

@@ -29,11 +29,13 @@ from ..errors import StackStartError, StackUnhealthyError
 from .base import CRASH_EXIT_CODE, Runtime, StackEndpoints
 from .children import (
     OWNER_FILE,
+    PORT_ATTEMPTS,
     READY_TIMEOUT_S,
     WORKDIR_PREFIX,
     Child,
     free_port,
     log_tail,
+    port_taken,
     process_started,
     read_ready,
     remove_stale_workdirs,
@@ -115,8 +117,7 @@ class ProcessRuntime(Runtime):
             if self._endpoints is not None:
                 return self._endpoints
             try:
-                self._start_service(ports=(0, 0))
-                self._start_proxy()
+                self._start_fresh()
             except BaseException:
                 self.close()
                 raise
@@ -132,6 +133,25 @@ class ProcessRuntime(Runtime):
             )
             self._supervisor.start()
             return self._endpoints
+
+    def _start_fresh(self) -> None:
+        """Start both children on newly chosen ports; choose again when another process
+        bound a chosen port first (`free_port` can only say a port is free *now*)."""
+        for attempt in range(PORT_ATTEMPTS):
+            self._proxy.ports = ()
+            try:
+                self._start_service(ports=(free_port(), free_port()))
+                self._start_proxy()
+                return
+            except StackStartError:
+                lost = [c for c in (self._service, self._proxy) if port_taken(c.log)]
+                if not lost or attempt == PORT_ATTEMPTS - 1:
+                    raise
+                for child in (self._service, self._proxy):
+                    with contextlib.suppress(Exception):
+                        child.stop()
+                    with contextlib.suppress(OSError):  # keep it, out of the next one's way
+                        child.log.rename(child.log.with_suffix(f".port-taken-{attempt}.log"))
 
     def _start_service(self, ports: tuple[int, int]) -> None:
         cmd = [
