@@ -15,7 +15,7 @@ from undobench_gym.catalog import domain
 TOOLS = {
     n: domain("payments").tools[n]
     for n in ("create_charge", "get_customer", "create_payout", "get_fx_quote")
-}
+} | {"put_object": domain("storage").tools["put_object"]}
 
 
 def test_valid_call_maps_to_one_request() -> None:
@@ -49,6 +49,32 @@ def test_idempotency_key_becomes_a_header() -> None:
     assert req.headers == {"Idempotency-Key": "k-1"} and "idempotency_key" not in (req.json or {})
 
 
+def test_an_extra_field_the_service_ignores_is_passed_on_not_refused() -> None:
+    """Gemma 3 270M adds a `type` key to its arguments: FastAPI/pydantic behind the tool
+    ignores it, so the env must not be stricter and call it an invalid action."""
+    args = {"customer_id": "c", "amount": 5, "currency": "usd", "description": "d", "type": "f"}
+    call = parse_action({"tool": "create_charge", "arguments": args}, TOOLS)
+    assert isinstance(call, ToolCall)
+    req = to_request(call, TOOLS["create_charge"], "payments")
+    assert req.json == {**args}
+    get = parse_action({"tool": "get_customer", "arguments": {"customer_id": "c", "x": 1}}, TOOLS)
+    assert isinstance(get, ToolCall)
+    assert to_request(get, TOOLS["get_customer"], "payments").params == {"x": "1"}
+    # the advertised schema stays strict: a model is told the fields, not invited to add more
+    assert TOOLS["create_charge"].parameters["additionalProperties"] is False
+
+
+def test_an_idempotency_key_for_a_tool_without_one_is_no_header() -> None:
+    spec = TOOLS["get_customer"]
+    assert not spec.accepts_key
+    call = parse_action(
+        {"tool": "get_customer", "arguments": {"customer_id": "c", "idempotency_key": "k"}}, TOOLS
+    )
+    assert isinstance(call, ToolCall)
+    req = to_request(call, spec, "payments")
+    assert req.headers == {} and req.params == {"idempotency_key": "k"}
+
+
 @pytest.mark.parametrize(
     ("action", "needle"),
     [
@@ -60,8 +86,11 @@ def test_idempotency_key_becomes_a_header() -> None:
         ({"tool": "create_charge", "arguments": []}, "must be an object"),
         ({"tool": "create_charge", "arguments": {"amount": "x"}}, "invalid arguments"),
         (
-            {"tool": "get_customer", "arguments": {"customer_id": "c", "extra": 1}},
-            "invalid arguments",
+            {
+                "tool": "put_object",
+                "arguments": {"bucket": "b", "key": "k", "body": "x", "type": 1},
+            },
+            "invalid arguments",  # the storage service forbids unknown fields (422)
         ),
         ("x" * 70_000, "limit"),
         ({"tool": "get_customer", "arguments": {"customer_id": "x" * 70_000}}, "limit"),

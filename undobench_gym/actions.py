@@ -116,7 +116,7 @@ def parse_action(action: Any, tools: dict[str, ToolSpec]) -> ToolCall | ActionEr
             (f"available: {', '.join(sorted(tools))}, {FINISH}",),
         )
     errors = sorted(
-        Draft202012Validator(spec.parameters).iter_errors(arguments), key=lambda e: list(e.path)
+        Draft202012Validator(spec.check_schema).iter_errors(arguments), key=lambda e: list(e.path)
     )
     if errors:
         details = tuple(
@@ -136,7 +136,7 @@ def parse_action(action: Any, tools: dict[str, ToolSpec]) -> ToolCall | ActionEr
 def to_request(call: ToolCall, spec: ToolSpec, prefix: str) -> HttpRequest:
     args = dict(call.arguments)
     headers = {}
-    key = args.pop("idempotency_key", None)
+    key = args.pop("idempotency_key", None) if spec.accepts_key else None
     if key is not None:
         headers["Idempotency-Key"] = str(key)
     path = spec.path
@@ -145,6 +145,13 @@ def to_request(call: ToolCall, spec: ToolSpec, prefix: str) -> HttpRequest:
     params = {n: args[n] for n in spec.query_params if args.get(n) is not None}
     body = {n: args[n] for n in spec.body_params if n in args}
     has_body = spec.method not in ("GET", "HEAD", "DELETE") or bool(body)
+    known = {*spec.path_params, *spec.query_params, *spec.body_params}
+    extra = {n: v for n, v in args.items() if n not in known}
+    if extra and spec.passes_extra:  # passed on as a real client would send them
+        if has_body:
+            body.update(extra)
+        else:
+            params.update({n: v if isinstance(v, str) else json.dumps(v) for n, v in extra.items()})
     return HttpRequest(spec.method, f"/{prefix}{path}", params, body if has_body else None, headers)
 
 

@@ -7,6 +7,8 @@ package starts nothing and imports no service code.
 from __future__ import annotations
 
 import copy
+import dataclasses
+import functools
 import importlib
 from dataclasses import dataclass, field
 from functools import cache
@@ -37,6 +39,17 @@ class ToolSpec:
     op: str | None
     identity: tuple[str, ...]
     parameters: dict[str, Any] = field(hash=False, compare=False)
+    # The service ignores fields it does not know (no `extra="forbid"` on its body model,
+    # or no body: unknown query parameters): the env passes them on instead of refusing.
+    passes_extra: bool = False
+
+    @functools.cached_property
+    def check_schema(self) -> dict[str, Any]:
+        """What the env checks arguments against: the advertised schema, no stricter than
+        the service behind it (an extra field it would ignore is not an invalid action)."""
+        if not self.passes_extra:
+            return self.parameters
+        return {k: v for k, v in self.parameters.items() if k != "additionalProperties"}
 
     def annotations(self) -> dict[str, bool]:
         """The effect labels every agent may see, as MCP tool annotations (2025-06-18
@@ -74,7 +87,7 @@ class ToolSpec:
             return self
         params = copy.deepcopy(self.parameters)
         params["properties"]["idempotency_key"] = KEY_PROPERTY
-        return ToolSpec(**{**self.__dict__, "accepts_key": True, "parameters": params})
+        return dataclasses.replace(self, accepts_key=True, parameters=params)
 
 
 KEY_PROPERTY = {
@@ -146,8 +159,10 @@ def tools_from_openapi(doc: dict[str, Any]) -> dict[str, ToolSpec]:
                     required.append(p["name"])
                 (path_p if p["in"] == "path" else query_p).append(p["name"])
             body = op.get("requestBody", {}).get("content", {}).get("application/json")
+            passes_extra = True
             if body:
                 schema = _resolve(body["schema"], components)
+                passes_extra = schema.get("additionalProperties", True) is not False
                 for name, sub in schema.get("properties", {}).items():
                     props[name] = sub
                     body_p.append(name)
@@ -177,6 +192,7 @@ def tools_from_openapi(doc: dict[str, Any]) -> dict[str, ToolSpec]:
                     "required": required,
                     "additionalProperties": False,
                 },
+                passes_extra=passes_extra,
             )
     return tools
 
