@@ -7,7 +7,16 @@ OUT ?= runs/quickstart
 # The reliability fuzzers' depth in `make test` (CI); `make reliability` runs them at 1.
 UB_FUZZ_SCALE ?= 0.25
 
-.PHONY: setup run test reliability images lint typecheck bench clean
+.PHONY: setup serve-setup run test real-model reliability images lint typecheck bench clean
+
+# llama.cpp is compiled from source once (about 11 min on 2 cores) into a wheel kept in
+# $(WHEELS), for x86-64-v3 (AVX2, FMA, F16C) rather than -march=native, so the kept wheel
+# runs on any machine of this kind. pip installs from there afterwards in seconds.
+WHEELS ?= $(HOME)/.cache/undobench/wheels
+LLAMA_CPP_VERSION := 0.3.36
+LLAMA_CMAKE := -DGGML_NATIVE=OFF -DGGML_AVX=ON -DGGML_AVX2=ON -DGGML_FMA=ON -DGGML_F16C=ON \
+	-DLLAMA_BUILD_TESTS=OFF -DLLAMA_BUILD_EXAMPLES=OFF
+SERVE_STAMP := $(VENV)/.serve-installed
 
 $(STAMP): pyproject.toml Makefile
 	$(PY) -m venv $(VENV)
@@ -16,6 +25,15 @@ $(STAMP): pyproject.toml Makefile
 	touch $(STAMP)
 
 setup: $(STAMP)
+
+$(SERVE_STAMP): $(STAMP)
+	ls $(WHEELS)/llama_cpp_python-$(LLAMA_CPP_VERSION)-*.whl >/dev/null 2>&1 || \
+		CMAKE_ARGS="$(LLAMA_CMAKE)" CMAKE_BUILD_PARALLEL_LEVEL=$$(nproc) \
+		$(BIN)/pip wheel --quiet --no-deps -w $(WHEELS) llama-cpp-python==$(LLAMA_CPP_VERSION)
+	$(BIN)/pip install --quiet --find-links $(WHEELS) -e '.[serve]'
+	touch $@
+
+serve-setup: $(SERVE_STAMP)
 
 run: $(STAMP)
 	rm -rf $(OUT)

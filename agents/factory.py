@@ -22,7 +22,10 @@ from .llm.local import HFBackend, VLLMBackend
 from .scripted import ScriptedAgent
 
 FRAMEWORKS = ("F1", "F2")
-SPECS = "scripted, openai:MODEL@BASE_URL, vllm:MODEL, hf:PATH or python:MODULE:CLASS"
+SPECS = (
+    "scripted, openai:MODEL@BASE_URL, local:MODEL (in a sweep), vllm:MODEL, hf:PATH or "
+    "python:MODULE:CLASS"
+)
 _OPENAI = re.compile(r"openai:(?P<model>.+?)@(?P<url>https?://\S+)")
 
 
@@ -58,6 +61,12 @@ def make_agent(spec: str, framework: str | None = None, config: Any = None) -> A
         if not hasattr(agent, "act") or not hasattr(agent, "name"):
             raise UndoBenchError(f"{spec}: an agent needs a `name` and an `act(observation)`")
         return agent
+    if spec.startswith("local:"):
+        raise UndoBenchError(
+            f"{spec}: a local model server is started by a sweep (undobench run --agent "
+            f"{spec}) or by `undobench serve-model`; in Python, start "
+            "agents.llm.model_server.LlamaServer and pass its agent_spec()"
+        )
     if spec.startswith(("openai:", "vllm:", "hf:")):
         config = config or LLMConfig.from_env()
         kind, _, rest = spec.partition(":")

@@ -17,6 +17,7 @@ from typing import Any
 
 from undobench_gym.trials import read_trials
 
+from .agent_behaviour import agent_behaviour
 from .indicators import CONDITIONED, EXCLUSION_REASONS, INDICATORS, Pair, is_infra_error
 from .metrics import SENSITIVITY_METRICS, rate
 from .plots import write_plots
@@ -369,6 +370,7 @@ def write_reports(
     trials = read_trials(out / "trials.jsonl")
     summary = summarize(trials, tost_margin=tost_margin)
     summary["retries"] = retries(out, trials)
+    summary["agent_behaviour"] = agent_behaviour(trials)
     (out / "summary.json").write_text(json.dumps(summary, indent=2) + "\n")
     _write_csvs(out, summary)
     written: list[Path] = []

@@ -10,11 +10,12 @@ per line), so a driver killed at any moment loses at most the pairs in flight an
 from __future__ import annotations
 
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
 
 from .agents.factory import make_agent as build_agent
+from .agents.llm.model_server import local_agents
 from .catalog import find_workflow
 from .errors import UndoBenchError
 from .evaluation.report import write_reports
@@ -217,41 +218,45 @@ def run_sweep(
             f"{trials_path} already has trials: pass --resume to continue it, "
             "or choose another --out"
         )
-    tasks, info = build_tasks(
-        trials, agent_spec=agent_spec, framework=framework, runtime=runtime, max_steps=max_steps
-    )
-    with TrialWriter(trials_path) as writer:
-        todo = [t for t in tasks if t.pair_id not in writer.done]
-        meta = RunMeta(out, retry, trial_timeout=trial_timeout)
-        name = executor if isinstance(executor, str) else executor.name
-        slots = workers if isinstance(executor, str) else executor.slots
-        meta.start(executor=name, workers=slots, planned=len(tasks), todo=len(todo))
-        written = replaced = 0
-        try:
-            if todo:
-                owned = isinstance(executor, str)
-                ex = (
-                    make_executor(
-                        executor,
-                        workers,
-                        trial_timeout=trial_timeout,
-                        max_stacks=max_stacks,
-                        ray_address=ray_address,
-                        grace=hard_timeout_grace,
+    # `local:MODEL` agents: a model server the sweep owns, for as long as the sweep runs.
+    with local_agents({t.agent or agent_spec for t in trials}) as served:
+        agent_spec = served.get(agent_spec, agent_spec)
+        trials = [replace(t, agent=served.get(t.agent, t.agent)) if t.agent else t for t in trials]
+        tasks, info = build_tasks(
+            trials, agent_spec=agent_spec, framework=framework, runtime=runtime, max_steps=max_steps
+        )
+        with TrialWriter(trials_path) as writer:
+            todo = [t for t in tasks if t.pair_id not in writer.done]
+            meta = RunMeta(out, retry, trial_timeout=trial_timeout)
+            name = executor if isinstance(executor, str) else executor.name
+            slots = workers if isinstance(executor, str) else executor.slots
+            meta.start(executor=name, workers=slots, planned=len(tasks), todo=len(todo))
+            written = replaced = 0
+            try:
+                if todo:
+                    owned = isinstance(executor, str)
+                    ex = (
+                        make_executor(
+                            executor,
+                            workers,
+                            trial_timeout=trial_timeout,
+                            max_stacks=max_stacks,
+                            ray_address=ray_address,
+                            grace=hard_timeout_grace,
+                        )
+                        if isinstance(executor, str)
+                        else executor
                     )
-                    if isinstance(executor, str)
-                    else executor
-                )
-                done = len(tasks) - len(todo)
-                try:
-                    with progress_bar(progress, total=len(tasks), done=done) as bar:
-                        written = _drive(ex, todo, writer, retry, info, bar, on_trial)
-                finally:
-                    replaced = int(getattr(ex, "replaced", 0))
-                    if owned:
-                        ex.close()
-        finally:
-            meta.finish(written=written, replaced=replaced, trials=read_trials(trials_path))
+                    done = len(tasks) - len(todo)
+                    try:
+                        with progress_bar(progress, total=len(tasks), done=done) as bar:
+                            written = _drive(ex, todo, writer, retry, info, bar, on_trial)
+                    finally:
+                        replaced = int(getattr(ex, "replaced", 0))
+                        if owned:
+                            ex.close()
+            finally:
+                meta.finish(written=written, replaced=replaced, trials=read_trials(trials_path))
     summary: dict[str, Any] = write_reports(out)
     return summary
 

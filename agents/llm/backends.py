@@ -9,9 +9,13 @@ raises `ProviderUnavailable` (an infrastructure error for the sweep) when retrie
 
 from __future__ import annotations
 
+import contextlib
 import os
+import re
 from dataclasses import dataclass, field
 from typing import Any, Protocol
+
+import httpx
 
 from undobench_gym.errors import ProviderError as ProviderError  # re-exported
 from undobench_gym.errors import ProviderUnavailable as ProviderUnavailable
@@ -40,6 +44,7 @@ class Reply:
     finish_reason: str | None = None
     prompt_tokens: int = 0
     completion_tokens: int = 0
+    constrained: bool = False  # the server applied the request's response_schema
 
 
 @dataclass(frozen=True)
@@ -50,6 +55,41 @@ class Request:
     temperature: float
     max_tokens: int
     stop: list[str] | None = None
+    tool_choice: str = "auto"
+    # F2 with tool_choice "required": the reply must be one JSON object of this schema
+    response_schema: dict[str, Any] | None = None
+
+
+# Words in an error body that say the request itself was refused, whatever the status: a
+# server that answers a message shape it cannot render with HTTP 500 (llama-cpp-python
+# does) would fail the same way on every retry.
+_REFUSAL = re.compile(
+    r"validation|invalid|not supported|unsupported|must be|expected|not allowed|"
+    r"TypeError|ValueError|KeyError|AssertionError|template|schema|context window|"
+    r"maximum context|too long|NoneType|object of type|has no attribute|not subscriptable|"
+    r"unexpected keyword|required positional",
+    re.IGNORECASE,
+)
+
+
+_FORMAT_REFUSED = re.compile(r"response_format|json_schema|json_object|schema", re.IGNORECASE)
+
+
+def refused_request(status: int, body: str) -> bool:
+    """Whether an HTTP error says the request was invalid (retrying cannot help)."""
+    if status in (408, 409, 429) or status in (502, 503, 504):
+        return False
+    return status < 500 or bool(_REFUSAL.search(body))
+
+
+def _response_formats(schema: dict[str, Any]) -> list[dict[str, Any]]:
+    """The shapes servers take a JSON-schema constraint in, most standard first: OpenAI's
+    `json_schema` (vLLM, SGLang, llama.cpp's server, hosted APIs), then `json_object` with
+    a `schema` (llama-cpp-python's server)."""
+    return [
+        {"type": "json_schema", "json_schema": {"name": "action", "schema": schema}},
+        {"type": "json_object", "schema": schema},
+    ]
 
 
 class Backend(Protocol):
@@ -83,8 +123,22 @@ class OpenAIBackend:
             timeout=timeout_s,
         )
 
+    def context_window(self) -> int:
+        """The context size the server reports: vLLM's `max_model_len` in `GET /models`, or
+        llama.cpp's `n_ctx` in `GET /props`; 0 when it reports none (llama-cpp-python,
+        hosted APIs), and then nothing is trimmed unless configured."""
+        with contextlib.suppress(Exception):
+            for card in self._client.models.list().data:
+                size = (card.model_extra or {}).get("max_model_len")
+                if card.id == self.model and isinstance(size, int):
+                    return size
+        with contextlib.suppress(Exception):
+            root = self.base_url.rstrip("/").removesuffix("/v1")
+            props = httpx.get(f"{root}/props", timeout=5).json()
+            return int(props["default_generation_settings"]["n_ctx"])
+        return 0
+
     def complete(self, request: Request) -> Reply:
-        oa = self._openai
         kwargs: dict[str, Any] = {
             "model": self.model,
             "messages": request.messages,
@@ -94,9 +148,25 @@ class OpenAIBackend:
         }
         if request.tools:
             kwargs["tools"] = request.tools
-            kwargs["tool_choice"] = "auto"
+            kwargs["tool_choice"] = request.tool_choice
         if request.stop:
             kwargs["stop"] = request.stop
+        if request.response_schema is None:
+            return self._create(kwargs, constrained=False)
+        formats = _response_formats(request.response_schema)[self._format :]
+        for shape in formats:
+            try:
+                return self._create({**kwargs, "response_format": shape}, constrained=True)
+            except ProviderError as exc:
+                if not _FORMAT_REFUSED.search(str(exc)):
+                    raise
+                self._format += 1  # this server refuses that shape: the next one, for good
+        return self._create(kwargs, constrained=False)
+
+    _format = 0  # index of the first response_format shape this server has not refused
+
+    def _create(self, kwargs: dict[str, Any], *, constrained: bool) -> Reply:
+        oa = self._openai
         try:
             resp = self._client.chat.completions.create(**kwargs)
         except oa.APITimeoutError as exc:
@@ -106,12 +176,13 @@ class OpenAIBackend:
         except oa.RateLimitError as exc:
             raise TransientProviderError(f"rate limited: {exc}", "rate_limit") from exc
         except oa.APIStatusError as exc:
-            if exc.status_code >= 500:
+            body = exc.response.text if exc.response is not None else str(exc)
+            if not refused_request(exc.status_code, body):
                 raise TransientProviderError(
                     f"HTTP {exc.status_code}: {exc}", "server_error"
                 ) from exc
             raise ProviderError(
-                f"{self.base_url} refused the request (HTTP {exc.status_code}): {exc}. "
+                f"{self.base_url} refused the request (HTTP {exc.status_code}): {body[:500]}. "
                 f"Check that the model name {self.model!r} is one `GET /models` lists and, "
                 "for F1, that the server enables tool calls (vLLM: --enable-auto-tool-choice "
                 "--tool-call-parser NAME)."
@@ -132,4 +203,5 @@ class OpenAIBackend:
             finish_reason=choice.finish_reason,
             prompt_tokens=usage.prompt_tokens if usage else 0,
             completion_tokens=usage.completion_tokens if usage else 0,
+            constrained=constrained,
         )

@@ -15,8 +15,12 @@ from undobench_gym.errors import UndoBenchError
 from undobench_gym.seeding import derive_seed
 
 from .backends import Backend, ProviderUnavailable, Reply, Request, TransientProviderError
+from .context import fit
 
 ENV_PREFIX = "UNDOBENCH_LLM_"
+TOOL_CHOICES = ("auto", "required")
+TOOL_RESULTS = ("tool", "user")
+RECORDED = ("temperature", "max_tokens", "max_text_replies", "tool_choice", "tool_results")
 
 
 @dataclass(frozen=True)
@@ -31,6 +35,15 @@ class LLMConfig:
     backoff_max_s: float = 8.0
     timeout_s: float = 120.0  # per request
     hf_threads: int = 0  # hf: torch CPU threads (0: torch's default; 1 is faster on a busy CPU)
+    # "auto" (the measured default) or "required": a tool call every turn (F1: the
+    # server's tool_choice; F2: JSON-schema constrained actions where the server can)
+    tool_choice: str = "auto"
+    # F1: how tool results go back, "tool" messages (the API's way) or "user" messages
+    # (for servers whose chat template drops tool messages, as llama-cpp-python's
+    # chatml-function-calling does)
+    tool_results: str = "tool"
+    # The server's context window in tokens (0: ask the server, else do not trim)
+    context_tokens: int = 0
 
     @classmethod
     def from_env(cls, environ: dict[str, str] | None = None) -> LLMConfig:
@@ -40,7 +53,9 @@ class LLMConfig:
             raw = env.get(ENV_PREFIX + f.name.upper())
             if raw is None:
                 continue
-            kind = int if f.type in (int, "int") else float
+            kind = {"int": int, "float": float, "str": str}[
+                str(getattr(f.type, "__name__", f.type))
+            ]
             try:
                 values[f.name] = kind(raw)
             except ValueError:
@@ -60,6 +75,22 @@ class LLMConfig:
             raise UndoBenchError(
                 "LLM config: retries, backoff_s, hf_threads must be >= 0 and timeout_s > 0"
             )
+        if self.tool_choice not in TOOL_CHOICES:
+            raise UndoBenchError(
+                f"LLM config: tool_choice is one of {', '.join(TOOL_CHOICES)}, "
+                f"not {self.tool_choice!r}"
+            )
+        if self.tool_results not in TOOL_RESULTS:
+            raise UndoBenchError(
+                f"LLM config: tool_results is one of {', '.join(TOOL_RESULTS)}, "
+                f"not {self.tool_results!r}"
+            )
+        if self.context_tokens < 0:
+            raise UndoBenchError("LLM config: context_tokens must be >= 0 (0: ask the server)")
+
+    def record(self) -> dict[str, Any]:
+        """What a trial records of the settings that change the agent's behaviour."""
+        return {f.name: getattr(self, f.name) for f in fields(self) if f.name in RECORDED}
 
 
 def turn_seed(task_instance: str, turn: int) -> int:
@@ -81,6 +112,9 @@ STAT_KEYS = (
     "extra_tool_calls",
     "malformed_arguments",
     "parse_failures",
+    "unconstrained_replies",
+    "trimmed_messages",
+    "compacted_tool_schemas",
 )
 
 
@@ -93,6 +127,7 @@ class Conversation:
     messages: list[dict[str, Any]] = field(default_factory=list)
     turn: int = 0
     pending: list[str] = field(default_factory=list)  # F1: tool_call ids awaiting results
+    pending_names: list[str] = field(default_factory=list)  # F1: their tool names
     acted: bool = False  # F2: an action was returned, so the next observation answers it
 
 
@@ -154,18 +189,50 @@ class LLMAgent:
         self.stats[key] += n
         self.episode_stats[key] += n
 
+    # F2 writes the tools into its system prompt, and renders it again for trimming.
+    system_prompt: Callable[[list[dict[str, Any]]], str] | None = None
+
+    def context_window(self) -> int:
+        """Tokens the server's context holds: the configured size, else what the server
+        reports (0: unknown, so nothing is trimmed)."""
+        if self.config.context_tokens:
+            return self.config.context_tokens
+        if self._window is None:
+            probe = getattr(self.backend, "context_window", None)
+            self._window = int(probe()) if callable(probe) else 0
+        return self._window
+
+    _window: int | None = None
+
     def complete(
-        self, *, tools: list[dict[str, Any]] | None, stop: list[str] | None = None
+        self,
+        *,
+        tools: list[dict[str, Any]] | None,
+        stop: list[str] | None = None,
+        tool_choice: str = "auto",
+        response_schema: dict[str, Any] | None = None,
     ) -> Reply:
         """One model turn, retried with bounded exponential backoff on transient provider
         errors. Nothing has been dispatched yet, so a retry cannot repeat a tool call."""
+        fitted = fit(
+            self.conv.messages,
+            tools,
+            window=self.context_window(),
+            max_tokens=self.config.max_tokens,
+            tool_list=self.conv.tools,
+            system_prompt=self.system_prompt,
+        )
+        self.count("trimmed_messages", fitted.trimmed_messages)
+        self.count("compacted_tool_schemas", int(fitted.compacted_tools))
         request = Request(
-            messages=copy.deepcopy(self.conv.messages),
-            tools=tools,
+            messages=copy.deepcopy(fitted.messages),
+            tools=fitted.tools,
             seed=turn_seed(self.conv.task_instance, self.conv.turn),
             temperature=self.config.temperature,
-            max_tokens=self.config.max_tokens,
+            max_tokens=fitted.max_tokens,
             stop=stop,
+            tool_choice=tool_choice,
+            response_schema=response_schema,
         )
         self.conv.turn += 1
         attempt = 0

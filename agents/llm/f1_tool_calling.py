@@ -19,7 +19,7 @@ from typing import Any
 from undobench_gym.seeding import stable_id
 
 from .base import LLMAgent
-from .prompt import EXTRA_CALL_NOT_EXECUTED, NUDGE, SYSTEM_PROMPT
+from .prompt import EXTRA_CALL_NOT_EXECUTED, NUDGE, SYSTEM_PROMPT, tool_result_message
 
 SUMMARY_LIMIT = 2000  # the finish tool's summary maxLength
 
@@ -36,16 +36,10 @@ class ToolCallingAgent(LLMAgent):
     def act(self, observation: str) -> dict[str, Any]:
         conv = self.conv
         if conv.pending:
-            first, *extra = conv.pending
-            conv.messages.append({"role": "tool", "tool_call_id": first, "content": observation})
-            for call_id in extra:
-                conv.messages.append(
-                    {"role": "tool", "tool_call_id": call_id, "content": EXTRA_CALL_NOT_EXECUTED}
-                )
-            conv.pending = []
+            self._answer_pending(observation)
         text_replies = 0
         while True:
-            reply = self.complete(tools=conv.tools)
+            reply = self.complete(tools=conv.tools, tool_choice=self.config.tool_choice)
             if reply.tool_calls:
                 break
             text = (reply.content or "").strip()
@@ -75,12 +69,37 @@ class ToolCallingAgent(LLMAgent):
                     "function": {"name": call.name, "arguments": call.arguments},
                 }
             )
-        conv.messages.append({"role": "assistant", "content": reply.content, "tool_calls": calls})
+        # "" rather than null beside tool_calls: the API allows both, llama-cpp-python's
+        # chat templates fail on null (HTTP 500), and every server takes "".
+        conv.messages.append(
+            {"role": "assistant", "content": reply.content or "", "tool_calls": calls}
+        )
+        conv.pending_names = [c["function"]["name"] for c in calls]
         conv.pending = [c["id"] for c in calls]
         self.count("extra_tool_calls", len(calls) - 1)
         self.count("actions")
         first_call = reply.tool_calls[0]
         return {"tool": first_call.name, "arguments": self._arguments(first_call.arguments)}
+
+    def _answer_pending(self, observation: str) -> None:
+        conv = self.conv
+        first, *extra = conv.pending
+        if self.config.tool_results == "user":
+            # The same words in a user message, for servers whose template drops tool messages.
+            name = conv.pending_names[0] if conv.pending_names else "the tool call"
+            text = tool_result_message(name, observation)
+            if extra:
+                text += (
+                    f"\n\n({len(extra)} further call(s) of that turn: {EXTRA_CALL_NOT_EXECUTED})"
+                )
+            conv.messages.append({"role": "user", "content": text})
+        else:
+            conv.messages.append({"role": "tool", "tool_call_id": first, "content": observation})
+            for call_id in extra:
+                conv.messages.append(
+                    {"role": "tool", "tool_call_id": call_id, "content": EXTRA_CALL_NOT_EXECUTED}
+                )
+        conv.pending, conv.pending_names = [], []
 
     def _arguments(self, raw: str) -> dict[str, Any] | str:
         if not raw.strip():

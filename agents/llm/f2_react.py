@@ -14,7 +14,7 @@ from typing import Any
 
 from .base import LLMAgent
 from .parsing import parse_react
-from .prompt import observation_message, react_system_prompt
+from .prompt import action_schema, observation_message, react_system_prompt
 
 STOP = ["\nObservation:"]
 
@@ -22,9 +22,18 @@ STOP = ["\nObservation:"]
 class ReActAgent(LLMAgent):
     framework = "F2"
 
+    @property
+    def json_actions(self) -> bool:
+        """tool_choice "required": every reply is one JSON action, schema-constrained where
+        the server takes a JSON schema (else the same prompt, read by the same parser)."""
+        return self.config.tool_choice == "required"
+
+    def system_prompt(self, tools: list[dict[str, Any]]) -> str:
+        return react_system_prompt(tools, json_actions=self.json_actions)
+
     def initial_messages(self, info: dict[str, Any]) -> list[dict[str, Any]]:
         return [
-            {"role": "system", "content": react_system_prompt(self.conv.tools)},
+            {"role": "system", "content": self.system_prompt(self.conv.tools)},
             {"role": "user", "content": info["task"]},
         ]
 
@@ -32,12 +41,15 @@ class ReActAgent(LLMAgent):
         conv = self.conv
         if conv.acted:
             conv.messages.append({"role": "user", "content": observation_message(observation)})
-        reply = self.complete(tools=None, stop=STOP)
+        schema = action_schema(conv.tools) if self.json_actions else None
+        reply = self.complete(tools=None, stop=None if schema else STOP, response_schema=schema)
+        if schema is not None and not reply.constrained:
+            self.count("unconstrained_replies")
         text = reply.content or ""
         conv.messages.append({"role": "assistant", "content": text})
         conv.acted = True
         self.count("actions")
-        parsed = parse_react(text)
+        parsed = parse_react(text, json_actions=self.json_actions)
         if parsed.action is None:
             self.count("parse_failures")
             return parsed.raw

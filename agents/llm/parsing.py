@@ -49,9 +49,13 @@ class ReactParse:
     raw: str
 
 
-def parse_react(text: str) -> ReactParse:
-    """The first JSON object after the last `Action:` marker, code fences tolerated."""
+def parse_react(text: str, *, json_actions: bool = False) -> ReactParse:
+    """The first JSON object after the last `Action:` marker, code fences tolerated. With
+    `json_actions` (replies constrained to `{"thought", "tool", "arguments"}`) a reply
+    without the marker is read as that object."""
     markers = list(_ACTION.finditer(text))
+    if not markers and json_actions:
+        return _json_action(text)
     if not markers:
         return ReactParse(None, text.strip())
     tail = _FENCE.sub("", text[markers[-1].end() :])
@@ -108,3 +112,16 @@ def parse_text_tool_calls(text: str) -> tuple[str, list[TextToolCall]]:
             if call is not None:
                 return "", [call]
     return text.strip(), []
+
+
+def _json_action(text: str) -> ReactParse:
+    found = balanced_object(_FENCE.sub("", text))
+    if found is None:
+        return ReactParse(None, text.strip())
+    try:
+        value = json.loads(found[0])
+    except json.JSONDecodeError:
+        return ReactParse(None, found[0])
+    if not isinstance(value, dict) or "tool" not in value:
+        return ReactParse(None, found[0])
+    return ReactParse({"tool": value["tool"], "arguments": value.get("arguments", {})}, found[0])

@@ -43,8 +43,44 @@ def describe_tools(tools: list[dict[str, Any]]) -> str:
     return "\n".join(lines)
 
 
-def react_system_prompt(tools: list[dict[str, Any]]) -> str:
-    return f"{SYSTEM_PROMPT}\n\nTools:\n{describe_tools(tools)}\n\n{REACT_FORMAT}"
+REACT_JSON_FORMAT = """Reply with exactly one JSON object per reply, one action each:
+
+{"thought": "<your reasoning>", "tool": "<tool name>", "arguments": {<the tool's arguments>}}
+
+After each action you receive its result as "Observation: ...". To end, use the finish tool:
+{"thought": "...", "tool": "finish", "arguments": {"status": "done", "summary": "..."}}"""
+
+
+def react_system_prompt(tools: list[dict[str, Any]], *, json_actions: bool = False) -> str:
+    """`json_actions`: the reply is constrained to one JSON object (F2 with tool_choice
+    "required" on a server that takes a JSON schema), so the prompt asks for that shape."""
+    fmt = REACT_JSON_FORMAT if json_actions else REACT_FORMAT
+    return f"{SYSTEM_PROMPT}\n\nTools:\n{describe_tools(tools)}\n\n{fmt}"
+
+
+def action_schema(tools: list[dict[str, Any]]) -> dict[str, Any]:
+    """The JSON schema of one F2 action: a thought, then one of the tools with its own
+    argument schema (so a constrained server can only produce calls the env accepts)."""
+    choices = []
+    for tool in tools:
+        fn = tool.get("function", tool)
+        choices.append(
+            {
+                "type": "object",
+                "properties": {
+                    "thought": {"type": "string"},
+                    "tool": {"const": fn["name"]},
+                    "arguments": fn.get("parameters", {"type": "object"}),
+                },
+                "required": ["thought", "tool", "arguments"],
+            }
+        )
+    return {"anyOf": choices}
+
+
+def tool_result_message(tool: str, observation: str) -> str:
+    """F1 with tool_results="user": a tool result as a user message."""
+    return f"Result of {tool}: {observation}"
 
 
 def observation_message(observation: str) -> str:

@@ -8,7 +8,7 @@ import argparse
 import sys
 
 from ..errors import UndoBenchError
-from . import audit, evaluate, run, stacks, tasks
+from . import audit, evaluate, run, serve, stacks, tasks
 
 __all__ = ["build_parser", "main"]
 
@@ -25,6 +25,7 @@ def build_parser() -> argparse.ArgumentParser:
     evaluate.add_inspect(sub)
     evaluate.add_import_reference(sub)
     audit.add(sub)
+    serve.add(sub)
     return p
 
 

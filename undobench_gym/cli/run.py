@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import argparse
+import os
 import sys
 from pathlib import Path
 from typing import Any
@@ -43,8 +44,21 @@ def add(sub: Any) -> None:
         help=", ".join(methods.METHODS) + " (comma-separated for several; default bare)",
     )
     r.add_argument("--seeds", default=None, help="e.g. 1-20 or 1,2,5 (default 1-5)")
-    r.add_argument("--agent", default=None, help="scripted (default) | python:MODULE:CLASS | ...")
+    r.add_argument(
+        "--agent",
+        default=None,
+        help="scripted (default) | openai:MODEL@URL | local:smollm2 | local:gemma3-270m | "
+        "hf:PATH | vllm:MODEL | python:MODULE:CLASS (see docs/agents.md)",
+    )
     r.add_argument("--framework", default=None, help="agent framework label (F1|F2)")
+    r.add_argument(
+        "--tool-choice",
+        choices=["auto", "required"],
+        default=None,
+        help="LLM agents: auto (default, measured) or required (a tool call every turn: F1 "
+        "through the server's tool_choice, F2 through JSON-schema constrained actions); "
+        "same as UNDOBENCH_LLM_TOOL_CHOICE",
+    )
     r.add_argument("--runtime", default=None, choices=["process", "docker"])
     r.add_argument("--max-steps", type=int, default=None, help="step budget (default 20)")
     r.add_argument(
@@ -106,6 +120,8 @@ def run(args: argparse.Namespace) -> int:
         max_stacks=args.max_stacks,
         ray_address=args.ray_address,
     )
+    if args.tool_choice:  # read by the agents in every worker, like the other LLM settings
+        os.environ["UNDOBENCH_LLM_TOOL_CHOICE"] = args.tool_choice
     out = Path(args.out)
     summary = run_sweep(
         spec.expand(),

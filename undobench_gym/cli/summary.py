@@ -57,4 +57,17 @@ def print_summary(summary: dict[str, Any], out: Path) -> None:
             + ", ".join(f"{k} {v}" for k, v in sorted(excluded.items()))
             + " (summary.json 'unconditioned' has the figures over all pairs)"
         )
+    b = summary.get("agent_behaviour") or {}
+    if b.get("actions"):
+        line = (
+            f"agent: {b['valid_actions']}/{b['actions']} actions schema-valid "
+            f"({b['valid_action_rate']:.0%}), median {b['turns_per_episode_median']} turns an "
+            f"episode, {b['seconds_per_pair_median']} s a pair"
+        )
+        if b.get("completion_tokens") is not None:
+            line += (
+                f"; {b['requests']} model requests, {b['completion_tokens']} tokens out "
+                f"({b['completion_tokens_per_s']} per second of pair time)"
+            )
+        console.print(line)
     console.print(f"wrote {out / 'trials.jsonl'}, {out / 'summary.json'}, {out / 'report.md'}")

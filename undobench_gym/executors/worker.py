@@ -193,6 +193,8 @@ class TrialWorker:
             return out
         pool = self._pool(task)
         agent = GuardedAgent(inner)
+        stats = getattr(inner, "stats", None)
+        before = dict(stats) if isinstance(stats, dict) else None
         try:
             env = pool.get(task.stack_key)
             env.runtime  # noqa: B018 - starts the stack; its own start timeout applies
@@ -210,6 +212,12 @@ class TrialWorker:
                     episode_time_limit=self.episode_time_limit,
                 )
             record["agent_exceptions"] = agent.exceptions
+            config = getattr(inner, "config", None)
+            if callable(getattr(config, "record", None)):  # an LLM agent's settings
+                record["agent_config"] = config.record()  # type: ignore[union-attr]
+            if before is not None:  # an LLM agent's counts over this pair (tokens, calls)
+                after = dict(inner.stats)
+                record["agent_stats"] = {k: after[k] - before.get(k, 0) for k in sorted(after)}
             # Whether the method can act on this pair at all (B2 without a keyed target
             # behaves as B0): contrasts between methods use the applicable pairs only.
             schemas = workflow_schemas(wf, server_idempotency_for(task.method))

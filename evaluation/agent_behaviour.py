@@ -1,0 +1,56 @@
+"""How an agent acted, beside whether it succeeded: schema-valid tool calls, turns, tokens
+and time per pair. For LLM agents above all (a tiny model's actions are often invalid, and
+that is the first thing to look at), but defined for any agent from the transcripts."""
+
+from __future__ import annotations
+
+import statistics
+from collections.abc import Iterable
+from typing import Any
+
+from .indicators import is_infra_error
+
+
+def _invalid(entry: dict[str, Any]) -> bool:
+    obs = entry.get("observation")
+    return isinstance(obs, dict) and (obs.get("error") or {}).get("type") == "invalid_action"
+
+
+def agent_behaviour(trials: Iterable[dict[str, Any]]) -> dict[str, Any]:
+    """Over the pairs without an infrastructure error: actions (every step, `finish`
+    included), the share the env accepted as schema-valid calls, turns per episode, how
+    episodes ended, and (where the agent counted them) tokens and tokens per second."""
+    pairs = [p for p in trials if not is_infra_error(p)]
+    episodes = [p[side] for p in pairs for side in ("control", "fault")]
+    steps = [e for ep in episodes for e in ep.get("transcript", [])]
+    invalid = sum(_invalid(e) for e in steps)
+    turns = [len(ep.get("transcript", [])) for ep in episodes]
+    out: dict[str, Any] = {
+        "pairs": len(pairs),
+        "episodes": len(episodes),
+        "actions": len(steps),
+        "valid_actions": len(steps) - invalid,
+        "valid_action_rate": round((len(steps) - invalid) / len(steps), 4) if steps else None,
+        "turns_per_episode_median": statistics.median(turns) if turns else None,
+        "finished_episodes": sum(bool(ep.get("finish_status")) for ep in episodes),
+        "control_success": sum(bool(p["control"].get("success")) for p in pairs),
+        "seconds_per_pair_median": (
+            round(statistics.median(p["wall_ms"] for p in pairs) / 1000, 2) if pairs else None
+        ),
+    }
+    stats = [p["agent_stats"] for p in pairs if isinstance(p.get("agent_stats"), dict)]
+    if stats:
+        completion = sum(s.get("completion_tokens", 0) for s in stats)
+        prompt = sum(s.get("prompt_tokens", 0) for s in stats)
+        wall_s = sum(p["wall_ms"] for p in pairs if isinstance(p.get("agent_stats"), dict)) / 1000
+        out |= {
+            "requests": sum(s.get("requests", 0) for s in stats),
+            "prompt_tokens": prompt,
+            "completion_tokens": completion,
+            # of the pairs' whole wall time (env steps included): a floor on the model's speed
+            "completion_tokens_per_s": round(completion / wall_s, 2) if wall_s else None,
+            "provider_errors": sum(s.get("provider_errors", 0) for s in stats),
+            "trimmed_messages": sum(s.get("trimmed_messages", 0) for s in stats),
+            "unconstrained_replies": sum(s.get("unconstrained_replies", 0) for s in stats),
+        }
+    return out
