@@ -81,7 +81,9 @@ def make_agent(spec: str, framework: str | None = None, config: Any = None) -> A
                     "openai:Qwen/Qwen2.5-7B-Instruct@http://127.0.0.1:8000/v1 "
                     "(or set OPENAI_BASE_URL)"
                 )
-            backend: Any = OpenAIBackend(model, url, timeout_s=config.timeout_s)
+            backend: Any = OpenAIBackend(
+                model, url, timeout_s=config.timeout_s, stream=bool(config.stream)
+            )
             return _llm(backend, _framework(framework, "F1"), config)
         if kind == "vllm":
             return _llm(VLLMBackend(rest), _framework(framework, "F1"), config)

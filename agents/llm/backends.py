@@ -106,8 +106,19 @@ class OpenAIBackend:
     kind = "openai"
 
     def __init__(
-        self, model: str, base_url: str, *, timeout_s: float = 120.0, api_key: str | None = None
+        self,
+        model: str,
+        base_url: str,
+        *,
+        timeout_s: float = 120.0,
+        api_key: str | None = None,
+        stream: bool = False,
     ) -> None:
+        # stream: read the reply as it is made and stop at max_tokens ourselves. Some servers
+        # ignore max_tokens (llama-cpp-python while it writes tool-call arguments); closing
+        # the stream is also what stops a server's generation when the agent runs out of
+        # time (a non-streamed one runs on, holding the server for the next request).
+        self.stream = stream
         try:
             import openai
         except ImportError as exc:
@@ -164,10 +175,20 @@ class OpenAIBackend:
         return self._create(kwargs, constrained=False)
 
     _format = 0  # index of the first response_format shape this server has not refused
+    _stream_tools = True  # the server streams replies to requests with tools
 
     def _create(self, kwargs: dict[str, Any], *, constrained: bool) -> Reply:
         oa = self._openai
         try:
+            if self.stream and (self._stream_tools or "tools" not in kwargs):
+                try:
+                    return self._streamed(kwargs, constrained=constrained)
+                except TransientProviderError as exc:
+                    if exc.kind != "empty_stream" or "tools" not in kwargs:
+                        raise
+                    # llama-cpp-python cannot stream tool calls with tool_choice "auto":
+                    # it fails inside an answered stream. Tool requests go unstreamed.
+                    self._stream_tools = False
             resp = self._client.chat.completions.create(**kwargs)
         except oa.APITimeoutError as exc:
             raise TransientProviderError(f"timeout: {exc}", "timeout") from exc
@@ -203,5 +224,40 @@ class OpenAIBackend:
             finish_reason=choice.finish_reason,
             prompt_tokens=usage.prompt_tokens if usage else 0,
             completion_tokens=usage.completion_tokens if usage else 0,
+            constrained=constrained,
+        )
+
+    def _streamed(self, kwargs: dict[str, Any], *, constrained: bool) -> Reply:
+        """The reply read chunk by chunk (accumulated by the openai client's own stream
+        state), cut at max_tokens chunks: one chunk a token on llama.cpp and vLLM."""
+        from openai.lib.streaming.chat import ChatCompletionStreamState
+
+        state: ChatCompletionStreamState[Any] = ChatCompletionStreamState()
+        chunks, cut, usage = 0, False, None
+        with self._client.chat.completions.create(**kwargs, stream=True) as stream:
+            for chunk in stream:
+                state.handle_chunk(chunk)
+                usage = chunk.usage or usage
+                chunks += 1
+                if chunks >= kwargs["max_tokens"]:
+                    cut = True
+                    break
+        if chunks == 0:
+            raise TransientProviderError("the stream ended without a chunk", "empty_stream")
+        snapshot = state.current_completion_snapshot
+        if not snapshot.choices:
+            raise TransientProviderError("the reply has no choices", "empty_reply")
+        choice = snapshot.choices[0]
+        msg = choice.message
+        calls = [
+            ToolCallOut(c.id or "", c.function.name or "", c.function.arguments or "")
+            for c in (msg.tool_calls or [])
+        ]
+        return Reply(
+            content=msg.content,
+            tool_calls=calls,
+            finish_reason="length" if cut else choice.finish_reason,
+            prompt_tokens=usage.prompt_tokens if usage else 0,
+            completion_tokens=usage.completion_tokens if usage else chunks,
             constrained=constrained,
         )

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import copy
 import os
+import re
 import time
 from collections import Counter
 from collections.abc import Callable
@@ -14,12 +15,22 @@ from typing import Any
 from undobench_gym.errors import UndoBenchError
 from undobench_gym.seeding import derive_seed
 
-from .backends import Backend, ProviderUnavailable, Reply, Request, TransientProviderError
-from .context import fit
+from .backends import (
+    Backend,
+    ProviderError,
+    ProviderUnavailable,
+    Reply,
+    Request,
+    TransientProviderError,
+)
+from .context import estimate_tokens, fit
 
 ENV_PREFIX = "UNDOBENCH_LLM_"
 TOOL_CHOICES = ("auto", "required")
 TOOL_RESULTS = ("tool", "user")
+# "... you requested 4352 tokens (4096 in the messages, 256 in the completion)" (OpenAI,
+# llama-cpp-python, vLLM word it alike)
+_COUNTED = re.compile(r"(\d+) in the messages")
 RECORDED = ("temperature", "max_tokens", "max_text_replies", "tool_choice", "tool_results")
 
 
@@ -44,6 +55,8 @@ class LLMConfig:
     tool_results: str = "tool"
     # The server's context window in tokens (0: ask the server, else do not trim)
     context_tokens: int = 0
+    # Stream replies (openai: backend), cut at max_tokens by the agent (1) or not (0)
+    stream: int = 0
 
     @classmethod
     def from_env(cls, environ: dict[str, str] | None = None) -> LLMConfig:
@@ -115,6 +128,7 @@ STAT_KEYS = (
     "unconstrained_replies",
     "trimmed_messages",
     "compacted_tool_schemas",
+    "context_refits",
 )
 
 
@@ -214,27 +228,49 @@ class LLMAgent:
     ) -> Reply:
         """One model turn, retried with bounded exponential backoff on transient provider
         errors. Nothing has been dispatched yet, so a retry cannot repeat a tool call."""
-        fitted = fit(
-            self.conv.messages,
-            tools,
-            window=self.context_window(),
-            max_tokens=self.config.max_tokens,
-            tool_list=self.conv.tools,
-            system_prompt=self.system_prompt,
-        )
-        self.count("trimmed_messages", fitted.trimmed_messages)
-        self.count("compacted_tool_schemas", int(fitted.compacted_tools))
-        request = Request(
-            messages=copy.deepcopy(fitted.messages),
-            tools=fitted.tools,
-            seed=turn_seed(self.conv.task_instance, self.conv.turn),
-            temperature=self.config.temperature,
-            max_tokens=fitted.max_tokens,
-            stop=stop,
-            tool_choice=tool_choice,
-            response_schema=response_schema,
-        )
+        seed = turn_seed(self.conv.task_instance, self.conv.turn)
         self.conv.turn += 1
+        refits = 0
+        while True:
+            fitted = fit(
+                self.conv.messages,
+                tools,
+                window=self.context_window(),
+                max_tokens=self.config.max_tokens,
+                tool_list=self.conv.tools,
+                system_prompt=self.system_prompt,
+                scale=self._token_scale,
+            )
+            request = Request(
+                messages=copy.deepcopy(fitted.messages),
+                tools=fitted.tools,
+                seed=seed,
+                temperature=self.config.temperature,
+                max_tokens=fitted.max_tokens,
+                stop=stop,
+                tool_choice=tool_choice,
+                response_schema=response_schema,
+            )
+            try:
+                reply = self._send(request)
+            except ProviderError as exc:
+                # The server counted more tokens than the estimate: learn its ratio and
+                # fit again, once (a window that is really too small still fails).
+                counted = _COUNTED.search(str(exc))
+                if counted is None or refits or not self.context_window():
+                    raise
+                estimate = estimate_tokens(fitted.messages, fitted.tools)
+                self._token_scale *= max(1.25, 1.1 * int(counted[1]) / max(estimate, 1))
+                refits += 1
+                self.count("context_refits")
+                continue
+            self.count("trimmed_messages", fitted.trimmed_messages)
+            self.count("compacted_tool_schemas", int(fitted.compacted_tools))
+            return reply
+
+    _token_scale = 1.0  # server tokens per estimated token, learnt from context errors
+
+    def _send(self, request: Request) -> Reply:
         attempt = 0
         while True:
             self.count("requests")

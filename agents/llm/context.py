@@ -31,10 +31,12 @@ DESCRIPTION_LIMIT = 160
 TRIMMED = "[trimmed to fit the context window]"
 
 
-def estimate_tokens(messages: list[dict[str, Any]], tools: list[dict[str, Any]] | None) -> int:
+def estimate_tokens(
+    messages: list[dict[str, Any]], tools: list[dict[str, Any]] | None, scale: float = 1.0
+) -> int:
     chars = sum(len(json.dumps(m, ensure_ascii=False)) for m in messages)
     chars += len(json.dumps(tools, ensure_ascii=False)) if tools else 0
-    return math.ceil(chars / CHARS_PER_TOKEN) + MESSAGE_OVERHEAD * len(messages)
+    return math.ceil(scale * chars / CHARS_PER_TOKEN) + MESSAGE_OVERHEAD * len(messages)
 
 
 def compact_tools(tools: list[dict[str, Any]]) -> list[dict[str, Any]]:
@@ -71,6 +73,7 @@ class Fitted:
     max_tokens: int
     trimmed_messages: int = 0
     compacted_tools: bool = False
+    scale: float = 1.0
 
 
 def fit(
@@ -82,12 +85,13 @@ def fit(
     tool_list: list[dict[str, Any]],
     system_prompt: Callable[[list[dict[str, Any]]], str] | None = None,
     protected: int = 2,
+    scale: float = 1.0,
 ) -> Fitted:
     """Trim a request to `window` tokens. `tool_list` is the agent's tools; when they are
     written into the system prompt (F2), `system_prompt(tools)` renders it again with the
     compacted ones. The first `protected` messages (system prompt, task) and the last
     one are never cut."""
-    out = Fitted(list(messages), tools, max_tokens)
+    out = Fitted(list(messages), tools, max_tokens, scale=scale)
     if window <= 0 or _fits(out, window):
         return out
     small = compact_tools(tool_list)
@@ -103,10 +107,10 @@ def fit(
         if message.get("role") in ("tool", "user") and message.get("content") != TRIMMED:
             out.messages[i] = {**message, "content": TRIMMED}
             out.trimmed_messages += 1
-    used = estimate_tokens(out.messages, out.tools) + SAFETY_TOKENS
+    used = estimate_tokens(out.messages, out.tools, scale) + SAFETY_TOKENS
     out.max_tokens = max(MIN_REPLY_TOKENS, min(max_tokens, window - used))
     return out
 
 
 def _fits(f: Fitted, window: int) -> bool:
-    return estimate_tokens(f.messages, f.tools) + f.max_tokens + SAFETY_TOKENS <= window
+    return estimate_tokens(f.messages, f.tools, f.scale) + f.max_tokens + SAFETY_TOKENS <= window

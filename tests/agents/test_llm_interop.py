@@ -127,7 +127,11 @@ def test_the_action_schema_names_every_tool_with_its_own_arguments() -> None:
     names = [c["properties"]["tool"]["const"] for c in schema["anyOf"]]
     assert names == ["get_customer", "create_charge", "finish"]
     charge = schema["anyOf"][1]["properties"]["arguments"]
-    assert charge == TOOLS[1]["function"]["parameters"]
+    params = TOOLS[1]["function"]["parameters"]
+    assert charge["properties"].keys() == params["properties"].keys()
+    assert charge["required"] == params["required"]
+    # limits the env checks itself stay out of the grammar (llama.cpp dies on maxLength 2000)
+    assert "maxLength" not in json.dumps(schema) and "pattern" not in json.dumps(schema)
 
 
 def test_a_conversation_that_fits_is_sent_whole() -> None:
