@@ -127,12 +127,13 @@ class OpenAIBackend:
             ) from exc
         self.model, self.base_url = model, base_url
         self._openai = openai
-        self._client = openai.OpenAI(
-            base_url=base_url,
-            api_key=api_key or os.environ.get("OPENAI_API_KEY") or "EMPTY",
-            max_retries=0,
-            timeout=timeout_s,
-        )
+        self._options: dict[str, Any] = {
+            "base_url": base_url,
+            "api_key": api_key or os.environ.get("OPENAI_API_KEY") or "EMPTY",
+            "max_retries": 0,
+            "timeout": timeout_s,
+        }
+        self._client = openai.OpenAI(**self._options)
 
     def context_window(self) -> int:
         """The context size the server reports: vLLM's `max_model_len` in `GET /models`, or
@@ -183,12 +184,20 @@ class OpenAIBackend:
             if self.stream and (self._stream_tools or "tools" not in kwargs):
                 try:
                     return self._streamed(kwargs, constrained=constrained)
-                except TransientProviderError as exc:
-                    if exc.kind != "empty_stream" or "tools" not in kwargs:
+                except (TransientProviderError, oa.APIConnectionError) as exc:
+                    broken = isinstance(exc, oa.APIConnectionError) or exc.kind == "empty_stream"
+                    if not broken:
                         raise
-                    # llama-cpp-python cannot stream tool calls with tool_choice "auto":
-                    # it fails inside an answered stream. Tool requests go unstreamed.
-                    self._stream_tools = False
+                    # A server that fails after it has answered a stream (llama-cpp-python
+                    # on a full context, or on tool calls with tool_choice "auto") just
+                    # closes it: the same request unstreamed gets its real error (a context
+                    # overflow with the server's token count). Tool requests go unstreamed
+                    # from here on. A server that is really down fails this one too.
+                    if "tools" in kwargs:
+                        self._stream_tools = False
+                    # and on a new connection: the broken one may sit in the pool, reset
+                    self._client.close()
+                    self._client = oa.OpenAI(**self._options)
             resp = self._client.chat.completions.create(**kwargs)
         except oa.APITimeoutError as exc:
             raise TransientProviderError(f"timeout: {exc}", "timeout") from exc

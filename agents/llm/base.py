@@ -24,6 +24,7 @@ from .backends import (
     TransientProviderError,
 )
 from .context import estimate_tokens, fit
+from .prompt import loose_schema
 
 ENV_PREFIX = "UNDOBENCH_LLM_"
 TOOL_CHOICES = ("auto", "required")
@@ -149,9 +150,16 @@ def model_tools(schemas: list[dict[str, Any]]) -> list[dict[str, Any]]:
     """The tool schemas as a model server takes them: `type` and `function` only. The MCP
     hints and the REST route beside them in `info["tools"]` are not part of the
     chat-completions tool format (a strict server rejects them), and the prompt stays the
-    one the published runs used."""
+    one the published runs used. Length and pattern limits stay with the env's check
+    (`loose_schema`: servers that compile schemas into grammars die on them)."""
     return [
-        {"type": schema.get("type", "function"), "function": schema["function"]}
+        {
+            "type": schema.get("type", "function"),
+            "function": {
+                **schema["function"],
+                "parameters": loose_schema(schema["function"].get("parameters", {})),
+            },
+        }
         for schema in schemas
         if isinstance(schema, dict) and isinstance(schema.get("function"), dict)
     ]
@@ -255,9 +263,10 @@ class LLMAgent:
                 reply = self._send(request)
             except ProviderError as exc:
                 # The server counted more tokens than the estimate: learn its ratio and
-                # fit again, once (a window that is really too small still fails).
+                # fit again, twice at most (a window too small for the task, the tools
+                # and the current observation still fails: the agent's give-up).
                 counted = _COUNTED.search(str(exc))
-                if counted is None or refits or not self.context_window():
+                if counted is None or refits >= 2 or not self.context_window():
                     raise
                 estimate = estimate_tokens(fitted.messages, fitted.tools)
                 self._token_scale *= max(1.25, 1.1 * int(counted[1]) / max(estimate, 1))

@@ -20,9 +20,9 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
-# Measured on SmolLM2-135M's tokenizer over this project's prompts, tool schemas and
-# observations (llama-cpp-python's /extras/tokenize/count): 3.1-3.6 characters a token.
-# 2.8 keeps the estimate on the safe side for JSON-heavy text.
+# A first guess, on the safe side for JSON-heavy text; the agent learns the server's own
+# ratio from its first context error (llama-cpp-python's chat templates HTML-escape every
+# quote, which about doubles the tokens of a JSON observation).
 CHARS_PER_TOKEN = 2.8
 MESSAGE_OVERHEAD = 8  # role markers and separators a chat template adds per message
 SAFETY_TOKENS = 64

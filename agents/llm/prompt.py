@@ -70,7 +70,7 @@ def action_schema(tools: list[dict[str, Any]]) -> dict[str, Any]:
                 "properties": {
                     "thought": {"type": "string"},
                     "tool": {"const": fn["name"]},
-                    "arguments": _loose(fn.get("parameters", {"type": "object"})),
+                    "arguments": fn.get("parameters", {"type": "object"}),
                 },
                 "required": ["thought", "tool", "arguments"],
             }
@@ -87,18 +87,30 @@ def observation_message(observation: str) -> str:
     return f"Observation: {observation}"
 
 
-# Length and pattern limits are left to the env's own check: as grammars they explode
-# (llama.cpp spells maxLength 2000 as 2000 nested optionals, and its server dies on it).
-_GRAMMAR_HEAVY = {"maxLength", "minLength", "pattern", "format"}
+# Servers compile tool schemas into grammars (llama.cpp for tool calls and JSON output,
+# vLLM's structured outputs). There, patterns are heavy, a long maxLength explodes
+# (llama.cpp spells maxLength 2000 as 2000 nested optionals, and its server dies when the
+# model picks that tool), and a string without one lets a small model write until the
+# context is full (seen: 3,211 tokens of one customer id). So the model is offered each
+# string with at most STRING_LIMIT characters and no pattern; the env still checks the
+# service's own limits.
+STRING_LIMIT = 512
+_DROPPED = {"pattern", "format"}
 
 
-def _loose(node: Any) -> Any:
+def loose_schema(node: Any) -> Any:
+    """A JSON schema as the model is offered it: no pattern or format, and every string
+    capped at STRING_LIMIT characters (types, enums, required fields, nesting stay)."""
     if isinstance(node, dict):
-        return {
-            k: _loose(v)
+        out = {
+            k: loose_schema(v)
             for k, v in node.items()
-            if not (k in _GRAMMAR_HEAVY and not isinstance(v, dict))
+            if not (k in _DROPPED and isinstance(v, str))
         }
+        if out.get("type") == "string" and "enum" not in out and "const" not in out:
+            limit = out.get("maxLength")
+            out["maxLength"] = min(limit, STRING_LIMIT) if isinstance(limit, int) else STRING_LIMIT
+        return out
     if isinstance(node, list):
-        return [_loose(v) for v in node]
+        return [loose_schema(v) for v in node]
     return node

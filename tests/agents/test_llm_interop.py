@@ -5,11 +5,12 @@ test_real_model.py; these are the rules themselves, without a server."""
 from __future__ import annotations
 
 import json
+import re
 from typing import Any
 
 import pytest
 from undobench_gym.agents.llm.backends import Reply, Request, ToolCallOut, refused_request
-from undobench_gym.agents.llm.base import LLMConfig
+from undobench_gym.agents.llm.base import LLMConfig, model_tools
 from undobench_gym.agents.llm.context import TRIMMED, compact_tools, estimate_tokens, fit
 from undobench_gym.agents.llm.f1_tool_calling import ToolCallingAgent
 from undobench_gym.agents.llm.f2_react import ReActAgent
@@ -123,15 +124,20 @@ def test_a_bare_json_reply_is_an_action_only_in_json_mode() -> None:
 
 
 def test_the_action_schema_names_every_tool_with_its_own_arguments() -> None:
-    schema = action_schema(TOOLS)
+    schema = action_schema(model_tools(TOOLS))
     names = [c["properties"]["tool"]["const"] for c in schema["anyOf"]]
     assert names == ["get_customer", "create_charge", "finish"]
     charge = schema["anyOf"][1]["properties"]["arguments"]
     params = TOOLS[1]["function"]["parameters"]
     assert charge["properties"].keys() == params["properties"].keys()
     assert charge["required"] == params["required"]
-    # limits the env checks itself stay out of the grammar (llama.cpp dies on maxLength 2000)
-    assert "maxLength" not in json.dumps(schema) and "pattern" not in json.dumps(schema)
+    # grammar-friendly: no patterns, strings at most 512 chars (llama.cpp dies on 2000)
+    text = json.dumps(schema)
+    assert '"pattern"' not in text
+    lengths = [int(n) for n in re.findall(r'"maxLength": (\d+)', text)]
+    assert lengths and max(lengths) <= 512
+    summary = schema["anyOf"][2]["properties"]["arguments"]["properties"]["summary"]
+    assert summary["maxLength"] == 512  # finish allows 2000: the env still takes that
 
 
 def test_a_conversation_that_fits_is_sent_whole() -> None:
