@@ -55,6 +55,10 @@ test: $(STAMP)
 	UB_FUZZ_SCALE=$(UB_FUZZ_SCALE) $(BIN)/python -m pytest -m "not gpu" -q \
 		$(addprefix --ignore=,$(PARALLEL_TESTS))
 
+# A real model in the loop (llama.cpp + SmolLM2 on the CPU): CI's real-model sweep.
+real-model: $(SERVE_STAMP)
+	BIN=$(BIN) scripts/real_model_sweep.sh runs/real-model
+
 reliability: $(STAMP)
 	UB_FUZZ_SCALE=1 UB_FUZZ_RANDOM=1 $(BIN)/python -m pytest tests/reliability -m "not gpu" -q
 
