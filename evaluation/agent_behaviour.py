@@ -21,10 +21,12 @@ def agent_behaviour(trials: Iterable[dict[str, Any]]) -> dict[str, Any]:
     included), the share the env accepted as schema-valid calls, turns per episode, how
     episodes ended, and (where the agent counted them) tokens and tokens per second."""
     pairs = [p for p in trials if not is_infra_error(p)]
-    episodes = [p[side] for p in pairs for side in ("control", "fault")]
-    steps = [e for ep in episodes for e in ep.get("transcript", [])]
+    # Imported records (published results) carry no transcripts or timings: counted as none.
+    episodes = [p.get(side) or {} for p in pairs for side in ("control", "fault")]
+    steps = [e for ep in episodes for e in ep.get("transcript") or []]
     invalid = sum(_invalid(e) for e in steps)
-    turns = [len(ep.get("transcript", [])) for ep in episodes]
+    turns = [len(ep.get("transcript") or []) for ep in episodes]
+    walls = [p["wall_ms"] for p in pairs if isinstance(p.get("wall_ms"), (int, float))]
     out: dict[str, Any] = {
         "pairs": len(pairs),
         "episodes": len(episodes),
@@ -33,16 +35,15 @@ def agent_behaviour(trials: Iterable[dict[str, Any]]) -> dict[str, Any]:
         "valid_action_rate": round((len(steps) - invalid) / len(steps), 4) if steps else None,
         "turns_per_episode_median": statistics.median(turns) if turns else None,
         "finished_episodes": sum(bool(ep.get("finish_status")) for ep in episodes),
-        "control_success": sum(bool(p["control"].get("success")) for p in pairs),
-        "seconds_per_pair_median": (
-            round(statistics.median(p["wall_ms"] for p in pairs) / 1000, 2) if pairs else None
-        ),
+        "control_success": sum(bool((p.get("control") or {}).get("success")) for p in pairs),
+        "seconds_per_pair_median": round(statistics.median(walls) / 1000, 2) if walls else None,
     }
     stats = [p["agent_stats"] for p in pairs if isinstance(p.get("agent_stats"), dict)]
     if stats:
         completion = sum(s.get("completion_tokens", 0) for s in stats)
         prompt = sum(s.get("prompt_tokens", 0) for s in stats)
-        wall_s = sum(p["wall_ms"] for p in pairs if isinstance(p.get("agent_stats"), dict)) / 1000
+        with_stats = [p for p in pairs if isinstance(p.get("agent_stats"), dict)]
+        wall_s = sum(p.get("wall_ms") or 0 for p in with_stats) / 1000
         out |= {
             "requests": sum(s.get("requests", 0) for s in stats),
             "prompt_tokens": prompt,

@@ -123,6 +123,7 @@ def test_cli_import_then_report(tmp_path: Path, capsys: pytest.CaptureFixture[st
     summary = json.loads((out / "summary.json").read_text())
     trials = read_trials(out / "trials.jsonl")
     retries = summary.pop("retries")
+    assert summary.pop("agent_behaviour")["actions"] == 0  # published records: no transcripts
     assert summary == summarize(trials)
     assert retries["policy"] is None and retries["pairs"] == 12  # imported: no run_meta.json
     assert set(summary["by"]["method"]) == {"B0", "B2"}

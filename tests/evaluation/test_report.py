@@ -64,6 +64,7 @@ def test_write_reports(tmp_path: Path) -> None:
     assert returned == summary
     retries = summary.pop("retries")
     assert retries["pairs"] == len(pairs) and retries["attempts"] >= len(pairs)
+    assert summary.pop("agent_behaviour")["pairs"] == len(pairs) - 1
     assert summary == summarize(read_trials(tmp_path / "trials.jsonl"))
     assert summary == summarize(pairs)
     assert summary["overall"]["N"] == len(pairs) - 1
@@ -277,3 +278,16 @@ def test_resume_knows_done_pairs(tmp_path: Path) -> None:
     with TrialWriter(path) as w:
         assert w.done == {"a", "b", "c"}
     assert [t["pair_id"] for t in read_trials(path)] == ["a", "b", "c"]
+
+
+def test_agent_behaviour_counts_valid_actions_and_tolerates_imported_records() -> None:
+    from undobench_gym.evaluation.agent_behaviour import agent_behaviour
+
+    bad = {"error": {"type": "invalid_action", "message": "x"}}
+    episode = {"transcript": [{"observation": bad}, {"observation": {"status": 200}}]}
+    pair = {"control": {**episode, "success": True}, "fault": episode, "wall_ms": 2000.0}
+    imported = {"control": {"success": False}, "fault": {"success": False}}  # no transcripts
+    out = agent_behaviour([pair, imported])
+    assert (out["actions"], out["valid_actions"], out["valid_action_rate"]) == (4, 2, 0.5)
+    assert out["control_success"] == 1 and out["seconds_per_pair_median"] == 2.0
+    assert agent_behaviour([])["valid_action_rate"] is None
