@@ -37,7 +37,10 @@ def main() -> None:
     t0 = time.monotonic()
     tok = AutoTokenizer.from_pretrained(folder, gguf_file=gguf, local_files_only=True)
     model = AutoModelForCausalLM.from_pretrained(
-        folder, gguf_file=gguf, local_files_only=True, torch_dtype=torch.float16
+        folder,
+        gguf_file=gguf,
+        local_files_only=True,
+        dtype=torch.float16 if device == "cuda" else torch.float32,
     ).to(device)
     load_s = time.monotonic() - t0
     wf = find_workflow("pay-charge-customer")
