@@ -10,6 +10,7 @@ raises `ProviderUnavailable` (an infrastructure error for the sweep) when retrie
 from __future__ import annotations
 
 import contextlib
+import dataclasses
 import os
 import re
 from dataclasses import dataclass, field
@@ -217,24 +218,8 @@ class OpenAIBackend:
                 "for F1, that the server enables tool calls (vLLM: --enable-auto-tool-choice "
                 "--tool-call-parser NAME)."
             ) from exc
-        if not resp.choices:
-            raise TransientProviderError("the reply has no choices", "empty_reply")
-        choice = resp.choices[0]
-        msg = choice.message
-        calls = [
-            ToolCallOut(c.id or "", c.function.name or "", c.function.arguments or "")
-            for c in (msg.tool_calls or [])
-            if getattr(c, "function", None) is not None
-        ]
         usage = resp.usage
-        return Reply(
-            content=msg.content,
-            tool_calls=calls,
-            finish_reason=choice.finish_reason,
-            prompt_tokens=usage.prompt_tokens if usage else 0,
-            completion_tokens=usage.completion_tokens if usage else 0,
-            constrained=constrained,
-        )
+        return _reply(resp.choices, usage, constrained=constrained)
 
     def _streamed(self, kwargs: dict[str, Any], *, constrained: bool) -> Reply:
         """The reply read chunk by chunk (accumulated by the openai client's own stream
@@ -254,19 +239,27 @@ class OpenAIBackend:
         if chunks == 0:
             raise TransientProviderError("the stream ended without a chunk", "empty_stream")
         snapshot = state.current_completion_snapshot
-        if not snapshot.choices:
-            raise TransientProviderError("the reply has no choices", "empty_reply")
-        choice = snapshot.choices[0]
-        msg = choice.message
-        calls = [
-            ToolCallOut(c.id or "", c.function.name or "", c.function.arguments or "")
-            for c in (msg.tool_calls or [])
-        ]
-        return Reply(
-            content=msg.content,
-            tool_calls=calls,
-            finish_reason="length" if cut else choice.finish_reason,
-            prompt_tokens=usage.prompt_tokens if usage else 0,
-            completion_tokens=usage.completion_tokens if usage else chunks,
-            constrained=constrained,
-        )
+        reply = _reply(snapshot.choices, usage, constrained=constrained, chunks=chunks)
+        return dataclasses.replace(reply, finish_reason="length") if cut else reply
+
+
+def _reply(choices: Any, usage: Any, *, constrained: bool, chunks: int | None = None) -> Reply:
+    """A completion (whole or accumulated from a stream) as a Reply; without usage a
+    streamed reply counts its chunks as completion tokens."""
+    if not choices:
+        raise TransientProviderError("the reply has no choices", "empty_reply")
+    choice = choices[0]
+    msg = choice.message
+    calls = [
+        ToolCallOut(c.id or "", c.function.name or "", c.function.arguments or "")
+        for c in (msg.tool_calls or [])
+        if getattr(c, "function", None) is not None
+    ]
+    return Reply(
+        content=msg.content,
+        tool_calls=calls,
+        finish_reason=choice.finish_reason,
+        prompt_tokens=usage.prompt_tokens if usage else 0,
+        completion_tokens=usage.completion_tokens if usage else (chunks or 0),
+        constrained=constrained,
+    )

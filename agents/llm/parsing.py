@@ -58,17 +58,19 @@ def parse_react(text: str, *, json_actions: bool = False) -> ReactParse:
         return _json_action(text)
     if not markers:
         return ReactParse(None, text.strip())
-    tail = _FENCE.sub("", text[markers[-1].end() :])
-    found = balanced_object(tail)
+    return _first_object(_FENCE.sub("", text[markers[-1].end() :]))
+
+
+def _first_object(text: str) -> ReactParse:
+    """The first balanced JSON object in `text`, parsed; else what goes to the env."""
+    found = balanced_object(text)
     if found is None:
-        return ReactParse(None, tail.strip())
+        return ReactParse(None, text.strip())
     try:
         value = json.loads(found[0])
     except json.JSONDecodeError:
         return ReactParse(None, found[0])
-    if not isinstance(value, dict):
-        return ReactParse(None, found[0])
-    return ReactParse(value, found[0])
+    return ReactParse(value if isinstance(value, dict) else None, found[0])
 
 
 @dataclass(frozen=True)
@@ -115,13 +117,8 @@ def parse_text_tool_calls(text: str) -> tuple[str, list[TextToolCall]]:
 
 
 def _json_action(text: str) -> ReactParse:
-    found = balanced_object(_FENCE.sub("", text))
-    if found is None:
-        return ReactParse(None, text.strip())
-    try:
-        value = json.loads(found[0])
-    except json.JSONDecodeError:
-        return ReactParse(None, found[0])
-    if not isinstance(value, dict) or "tool" not in value:
-        return ReactParse(None, found[0])
-    return ReactParse({"tool": value["tool"], "arguments": value.get("arguments", {})}, found[0])
+    parsed = _first_object(_FENCE.sub("", text))
+    value = parsed.action
+    if value is None or "tool" not in value:
+        return ReactParse(None, parsed.raw)
+    return ReactParse({"tool": value["tool"], "arguments": value.get("arguments", {})}, parsed.raw)
