@@ -8,7 +8,7 @@ import argparse
 import sys
 
 from ..errors import UndoBenchError
-from . import audit, evaluate, run, serve, stacks, tasks
+from . import audit, evaluate, mcp, run, serve, stacks, tasks, view
 
 __all__ = ["build_parser", "main"]
 
@@ -23,9 +23,11 @@ def build_parser() -> argparse.ArgumentParser:
     evaluate.add_report(sub)
     stacks.add(sub)  # doctor, images, gc
     evaluate.add_inspect(sub)
+    view.add(sub)
     evaluate.add_import_reference(sub)
     audit.add(sub)
     serve.add(sub)
+    mcp.add(sub)
     return p
 
 

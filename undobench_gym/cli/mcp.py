@@ -1,0 +1,107 @@
+"""`undobench mcp`: serve one env's tools over MCP (stdio or streamable HTTP) for any
+MCP-speaking agent, with episode control on a separate local endpoint (docs/mcp.md)."""
+
+from __future__ import annotations
+
+import argparse
+import json
+import signal
+import sys
+from pathlib import Path
+from types import FrameType
+from typing import Any
+
+from ..agents import methods
+
+
+def add(sub: Any) -> None:
+    m = sub.add_parser(
+        "mcp",
+        help="serve an env's tools over MCP (stdio or streamable HTTP)",
+        description="Serve the tools of one domain over the Model Context Protocol: each "
+        "tools/call is one env step through the fault proxy. Episodes are started and "
+        "ended by the harness, never by the agent: with --seed (and --fault) at start-up, "
+        "or through the control endpoint printed on stderr (POST /reset, POST /finish, "
+        "GET /episode). Everything listens on 127.0.0.1 only.",
+    )
+    m.add_argument("--domain", required=True, help="e.g. payments (or Payments)")
+    m.add_argument("--workflow", default=None, help="workflow id (default: drawn per seed)")
+    m.add_argument("--transport", choices=["stdio", "http"], default="stdio")
+    m.add_argument("--port", type=int, default=0, help="HTTP port (default: a free one)")
+    m.add_argument("--control-port", type=int, default=0, help="control port (default: free)")
+    m.add_argument(
+        "--control-file",
+        default=None,
+        metavar="PATH",
+        help="write {control, mcp} URLs here as JSON once serving (for scripts)",
+    )
+    m.add_argument(
+        "--no-annotations",
+        action="store_true",
+        help="list tools without readOnlyHint/destructiveHint/idempotentHint (ablation)",
+    )
+    m.add_argument("--method", default="bare", help=", ".join(methods.METHODS))
+    m.add_argument("--runtime", default="process", choices=["process", "docker"])
+    m.add_argument("--max-steps", type=int, default=20)
+    m.add_argument("--seed", type=int, default=None, help="start an episode with this seed")
+    m.add_argument("--fault", default=None, help="with --seed: the fault scenario id")
+    m.add_argument(
+        "--record",
+        default=None,
+        metavar="PATH",
+        help="on exit, end the episode and write its verdict and record here as JSON",
+    )
+    m.set_defaults(func=serve_mcp)
+
+
+def _log(message: str) -> None:
+    print(f"undobench mcp: {message}", file=sys.stderr, flush=True)  # stdout may be MCP
+
+
+def serve_mcp(args: argparse.Namespace) -> int:
+    import anyio
+
+    from ..env import UndoBenchEnv
+    from ..errors import UndoBenchError
+    from ..mcp.control import ControlServer
+    from ..mcp.host import EpisodeHost
+    from ..mcp.server import HttpServer, build_server, serve_stdio
+
+    if args.fault is not None and args.seed is None:
+        raise UndoBenchError("--fault needs --seed (or use POST /reset on the control endpoint)")
+    methods.method(args.method)  # a clear error for an unknown method, before any stack
+    env = UndoBenchEnv(
+        args.domain.lower(),
+        workflow=args.workflow,
+        runtime=args.runtime,
+        server_idempotency=methods.server_idempotency_for(args.method),
+        max_steps=args.max_steps,
+    )
+
+    def stop(_sig: int, _frame: FrameType | None) -> None:
+        raise KeyboardInterrupt
+
+    signal.signal(signal.SIGTERM, stop)
+    host = EpisodeHost(methods.wrap(env, args.method), workflow=args.workflow)
+    server = build_server(host, annotations=not args.no_annotations)
+    try:
+        with ControlServer(host, args.control_port) as control:
+            if args.seed is not None:
+                host.reset(args.seed, fault=args.fault)
+            http = HttpServer(server, args.port) if args.transport == "http" else None
+            urls = {"control": control.url, "mcp": http.url if http else "stdio"}
+            _log(f"control endpoint {control.url}; MCP on {urls['mcp']}")
+            if args.control_file:
+                Path(args.control_file).write_text(json.dumps(urls))
+            try:
+                if http is not None:
+                    http.serve()  # uvicorn handles Ctrl-C and SIGTERM itself
+                else:
+                    anyio.run(serve_stdio, server)
+            except KeyboardInterrupt:
+                pass
+            if args.record and host.public().get("task") is not None:
+                Path(args.record).write_text(json.dumps(host.finish(), default=str))
+    finally:
+        env.close()
+    return 0
