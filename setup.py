@@ -24,5 +24,10 @@ for package, folder in ROOTS.items():
 setup(
     packages=packages,
     package_dir=ROOTS,
-    package_data={"undobench_gym": ["py.typed"], "undobench_gym.images": ["Dockerfile*"]},
+    package_data={
+        "undobench_gym": ["py.typed"],
+        "undobench_gym.images": ["Dockerfile*"],
+        # report.html's Jinja2 template and the CSS/JS it inlines
+        "undobench_gym.evaluation.html": ["templates/*.j2", "static/*.css", "static/*.js"],
+    },
 )

@@ -18,6 +18,7 @@ from typing import Any
 from undobench_gym.trials import read_trials
 
 from .agent_behaviour import agent_behaviour
+from .html import write_html
 from .indicators import CONDITIONED, EXCLUSION_REASONS, INDICATORS, Pair, is_infra_error
 from .metrics import SENSITIVITY_METRICS, rate
 from .plots import write_plots
@@ -365,8 +366,9 @@ def retries(out: Path, trials: list[dict[str, Any]]) -> dict[str, Any]:
 
 
 def write_reports(
-    out: Path, *, tost_margin: float = TOST_MARGIN, plots: bool = True
+    out: Path, *, tost_margin: float = TOST_MARGIN, plots: bool = True, html: bool = False
 ) -> dict[str, Any]:
+    """Every report of the run directory; with `html`, report.html too (evaluation/html)."""
     trials = read_trials(out / "trials.jsonl")
     summary = summarize(trials, tost_margin=tost_margin)
     summary["retries"] = retries(out, trials)
@@ -377,4 +379,6 @@ def write_reports(
     if plots:
         written = write_plots(trials, out)
     (out / "report.md").write_text(_markdown(trials, summary, written))
+    if html:
+        write_html(out, trials, summary, written)
     return summary

@@ -22,6 +22,11 @@ def add_report(sub: Any) -> None:
         help="equivalence margin of the TOST on control_rate (default 0.10 = ±10 pp)",
     )
     rep.add_argument("--no-plots", action="store_true", help="skip the PNG plots")
+    rep.add_argument(
+        "--html",
+        action="store_true",
+        help="also write report.html: one self-contained page with a pair viewer",
+    )
     rep.set_defaults(func=report)
 
 
@@ -52,11 +57,15 @@ def report(args: argparse.Namespace) -> int:
     from ..evaluation.report import write_reports
 
     out = run_dir(args.dir)
-    summary = write_reports(out, tost_margin=args.tost_margin, plots=not args.no_plots)
+    summary = write_reports(
+        out, tost_margin=args.tost_margin, plots=not args.no_plots, html=args.html
+    )
     if args.json:
         print(json.dumps(summary, indent=2))
     else:
         print_summary(summary, out)
+        if args.html:
+            print(f"wrote {out / 'report.html'} (open it in a browser, or: undobench view {out})")
     return 0
 
 
