@@ -1,8 +1,13 @@
 """`--agent` specs to agent objects.
 
-scripted | openai:MODEL@BASE_URL | vllm:MODEL | hf:PATH | python:MODULE:CLASS, with
-`framework` F1 (native tool calls; the default for openai and vllm) or F2 (ReAct text; the
-default for hf, whose small models rarely have a tool-aware chat template).
+scripted | openai:MODEL@BASE_URL | vllm:MODEL | hf:PATH | python:MODULE:CLASS |
+cmd:TEMPLATE, with `framework` F1 (native tool calls; the default for openai and vllm) or F2
+(ReAct text; the default for hf, whose small models rarely have a tool-aware chat template).
+
+The MCP path (docs/mcp.md; the `mcp` extra, imported only when asked for): `cmd:TEMPLATE`
+runs an agent program per episode against an MCP server; an LLM spec ending in
+`#tools=mcp` lists and calls its tools through an MCP client session; `#annotations=off`
+lists the tools without their hints (the ablation).
 """
 
 from __future__ import annotations
@@ -23,10 +28,24 @@ from .scripted import ScriptedAgent
 
 FRAMEWORKS = ("F1", "F2")
 SPECS = (
-    "scripted, openai:MODEL@BASE_URL, local:MODEL (in a sweep), vllm:MODEL, hf:PATH or "
-    "python:MODULE:CLASS"
+    "scripted, openai:MODEL@BASE_URL, local:MODEL (in a sweep), vllm:MODEL, hf:PATH, "
+    "python:MODULE:CLASS or cmd:TEMPLATE (an MCP agent program)"
 )
 _OPENAI = re.compile(r"openai:(?P<model>.+?)@(?P<url>https?://\S+)")
+_MODIFIER = re.compile(r"#(?P<key>tools|annotations)=(?P<value>[a-z]+)$")
+_MODIFIERS = {"tools": ("direct", "mcp"), "annotations": ("on", "off")}
+
+
+def split_modifiers(spec: str) -> tuple[str, dict[str, str]]:
+    """`SPEC#tools=mcp#annotations=off` -> (SPEC, {"tools": "mcp", "annotations": "off"})."""
+    found: dict[str, str] = {}
+    while m := _MODIFIER.search(spec):
+        key, value = m["key"], m["value"]
+        if value not in _MODIFIERS[key]:
+            raise UndoBenchError(f"{key}={value}: expected one of {', '.join(_MODIFIERS[key])}")
+        found.setdefault(key, value)
+        spec = spec[: m.start()]
+    return spec, found
 
 
 def _framework(framework: str | None, default: str) -> str:
@@ -48,6 +67,19 @@ def make_agent(spec: str, framework: str | None = None, config: Any = None) -> A
     variables); `framework` applies to LLM agents only."""
     if framework is not None:
         _framework(framework, "F1")
+    spec, mods = split_modifiers(spec)
+    annotations = mods.get("annotations", "on") == "on"
+    if spec.startswith("cmd:"):
+        from .mcp.specs import command_agent  # the `mcp` extra
+
+        return command_agent(spec[4:], annotations=annotations, framework=framework)
+    if mods.get("tools") == "mcp" or not annotations:
+        from .mcp.specs import mcp_tools_agent  # the `mcp` extra
+
+        if not spec.startswith(("openai:", "vllm:", "hf:")):
+            raise UndoBenchError(f"{spec}: #tools=mcp is for LLM agents (openai, vllm, hf)")
+        inner = make_agent(spec, framework=framework, config=config)
+        return mcp_tools_agent(inner, annotations=annotations)
     if spec == "scripted":
         return ScriptedAgent()
     if spec.startswith("python:"):

@@ -16,6 +16,7 @@ MAX_LINES = 400
 #: (importer, imported) -> why the import waits until it is needed.
 LAZY_ALLOWED = {
     ("undobench_gym.runtime", "undobench_gym.runtime.docker"): "the `docker` extra",
+    ("undobench_gym.agents.factory", "undobench_gym.agents.mcp.specs"): "the `mcp` extra",
 }
 
 

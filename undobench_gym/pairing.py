@@ -17,7 +17,8 @@ class Agent(Protocol):
     `reset_task(info)` and sees only what a user would: `info["task"]`, `info["tools"]`,
     `info["observation"]`. A harness agent that follows the gold plan (the scripted
     baseline, the oracle-conformance perturbations) implements `reset(plan)` instead.
-    Optional: `checkpoint() -> state` and `restore(state)` for POST_ACK_PRE_CHECKPOINT."""
+    Optional: `checkpoint() -> state` and `restore(state)` for POST_ACK_PRE_CHECKPOINT,
+    and `end_episode()`, called when an episode ends however it ends."""
 
     name: str
 
@@ -65,26 +66,32 @@ def run_episode(
     plan = base.gold_plan()
     _start(agent, plan, reset_info, obs)
     checkpoint = agent.checkpoint() if hasattr(agent, "checkpoint") else None
-    while True:
-        left = None if time_limit is None else time_limit - (time.monotonic() - t0)
-        try:
-            with agent_time_limit(left):
-                action: Any = agent.act(obs)
-        except AgentOverTime:
-            return _with_agent_view(env, base.truncate("time_limit")["episode"])
-        obs, _r, terminated, truncated, info = env.step(action)
-        if terminated or truncated:
-            record: dict[str, Any] = info["episode"]
-            return _with_agent_view(env, record)
-        if info.get("worker_crash"):
-            # POST_ACK_PRE_CHECKPOINT: the worker died after the acknowledgement. The
-            # agent resumes from its last checkpoint (the task start unless it keeps
-            # checkpoints) and is shown the task again, not the lost acknowledgement.
-            if checkpoint is not None and hasattr(agent, "restore"):
-                agent.restore(checkpoint)
-            else:
-                _start(agent, plan, reset_info, initial)
-            obs = initial
+    try:
+        while True:
+            left = None if time_limit is None else time_limit - (time.monotonic() - t0)
+            try:
+                with agent_time_limit(left):
+                    action: Any = agent.act(obs)
+            except AgentOverTime:
+                return _with_agent_view(env, base.truncate("time_limit")["episode"])
+            obs, _r, terminated, truncated, info = env.step(action)
+            if terminated or truncated:
+                record: dict[str, Any] = info["episode"]
+                return _with_agent_view(env, record)
+            if info.get("worker_crash"):
+                # POST_ACK_PRE_CHECKPOINT: the worker died after the acknowledgement. The
+                # agent resumes from its last checkpoint (the task start unless it keeps
+                # checkpoints) and is shown the task again, not the lost acknowledgement.
+                if checkpoint is not None and hasattr(agent, "restore"):
+                    agent.restore(checkpoint)
+                else:
+                    _start(agent, plan, reset_info, initial)
+                obs = initial
+    finally:
+        # An agent that runs beside the harness (an MCP agent program) stops with its
+        # episode, however the episode ended.
+        if hasattr(agent, "end_episode"):
+            agent.end_episode()
 
 
 def _faulted_step(transcript: list[dict[str, Any]], call_index: int | None) -> int | None:

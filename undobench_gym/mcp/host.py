@@ -45,9 +45,8 @@ class EpisodeHost:
             if not self._running:
                 message = "no episode is running" if self._info is None else "the task is over"
                 return error_result("episode", message)
-            obs, _r, terminated, truncated, info = self.env.step(
-                {"tool": name, "arguments": arguments}
-            )
+            action: Any = {"tool": name, "arguments": arguments}  # the env takes dicts too
+            obs, _r, terminated, truncated, info = self.env.step(action)
             if terminated or truncated:
                 self._end(info)
             return tool_result(obs)

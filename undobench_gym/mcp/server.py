@@ -60,7 +60,7 @@ def build_server(session: ToolSession, *, annotations: bool = True) -> Server[An
         async with lock:  # one step at a time, in the order the calls arrived
             return await anyio.to_thread.run_sync(session.call, name, dict(arguments or {}))
 
-    server.list_tools()(list_tools)
+    server.list_tools()(list_tools)  # type: ignore[no-untyped-call]
     server.call_tool(validate_input=False)(call_tool)
     return server
 

@@ -1,0 +1,71 @@
+"""The reference external agent: the project's own LLM agent (F1 by default) as a separate
+program that reaches the tools only through MCP, with the SDK's client on streamable HTTP.
+
+    python -m undobench_gym.agents.mcp.reference --agent openai:MODEL@URL [--framework F1]
+
+It reads the MCP URL, the task and the task instance from the flags or from the
+environment that `--agent cmd:...` sets (UNDOBENCH_MCP_URL, UNDOBENCH_TASK_FILE,
+UNDOBENCH_TASK_INSTANCE), so the whole sweep command is
+
+    undobench run ... --agent "cmd:python -m undobench_gym.agents.mcp.reference \\
+        --agent openai:MODEL@URL"
+
+Its model settings come from the UNDOBENCH_LLM_* variables, as in-process. Exit codes: 0
+when it called finish (or the harness ended the episode), 2 for bad arguments.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import sys
+from pathlib import Path
+
+import anyio
+from mcp import ClientSession
+from mcp.client.streamable_http import streamable_http_client
+
+from undobench_gym.errors import UndoBenchError
+
+from ..factory import make_agent
+from .client import drive
+
+
+def parse(argv: list[str] | None) -> argparse.Namespace:
+    p = argparse.ArgumentParser(prog="undobench-reference-agent", description=__doc__)
+    p.add_argument("--agent", required=True, help="an LLM agent spec, e.g. openai:MODEL@URL")
+    p.add_argument("--framework", default=None, help="F1 (default for openai) or F2")
+    p.add_argument("--mcp-url", default=os.environ.get("UNDOBENCH_MCP_URL"))
+    p.add_argument("--task-file", default=os.environ.get("UNDOBENCH_TASK_FILE"))
+    p.add_argument("--task-instance", default=os.environ.get("UNDOBENCH_TASK_INSTANCE"))
+    args = p.parse_args(argv)
+    for flag in ("mcp_url", "task_file", "task_instance"):
+        if not getattr(args, flag):
+            p.error(f"--{flag.replace('_', '-')} is needed (or its UNDOBENCH_ variable)")
+    return args
+
+
+async def run(args: argparse.Namespace) -> str:
+    agent = make_agent(args.agent, framework=args.framework)
+    task = Path(args.task_file).read_text()
+    async with (
+        streamable_http_client(args.mcp_url) as (read, write, _session_id),
+        ClientSession(read, write) as session,
+    ):
+        await session.initialize()
+        return await drive(session, agent, task, args.task_instance)
+
+
+def main(argv: list[str] | None = None) -> int:
+    args = parse(argv)
+    try:
+        ended = anyio.run(run, args)
+    except UndoBenchError as exc:
+        print(f"reference agent: {exc}", file=sys.stderr)
+        return 2
+    print(f"reference agent: {ended}", file=sys.stderr)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
