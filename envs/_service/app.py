@@ -170,7 +170,13 @@ def create_admin_app(ctx: ServiceContext) -> FastAPI:
 
     @router.get("/health")
     def health() -> dict[str, Any]:
-        return {"ok": True, "domain": ctx.domain.name, "pid": os.getpid()}
+        return {
+            "ok": True,
+            "domain": ctx.domain.name,
+            "pid": os.getpid(),
+            "boot": ctx.boot,
+            "exits": ctx.exits,
+        }
 
     @router.post("/reset")
     def reset(body: ResetRequest) -> dict[str, Any]:

@@ -72,6 +72,10 @@ class ServiceContext:
     ports: dict[str, int] = field(default_factory=dict)
     #: Identifies this server process (not part of any state dump).
     instance: str = field(default_factory=lambda: uuid.uuid4().hex)
+    #: Exit codes of the earlier server processes of a fork server (see server.py), and
+    #: the id of that fork server (its children keep it; a new one starts a new list).
+    exits: list[int] = field(default_factory=list)
+    boot: str = field(default_factory=lambda: uuid.uuid4().hex)
 
     @classmethod
     def open(cls, domain: DomainService, data_dir: Path) -> ServiceContext:
@@ -81,11 +85,23 @@ class ServiceContext:
         harness.append(Base.metadata.tables["idempotency_keys"])
         Base.metadata.create_all(engine, tables=[*harness, *domain.tables])
         ctx = cls(domain=domain, engine=engine, data_dir=data_dir)
-        with Session(engine) as s:
+        ctx.load_config()
+        return ctx
+
+    def load_config(self) -> None:
+        with Session(self.engine) as s:
             row = s.get(ServiceConfig, "idempotency_mode")
             if row is not None:
-                ctx.idempotency_mode = row.value
-        return ctx
+                self.idempotency_mode = row.value
+
+    def after_fork(self, exits: list[int]) -> None:
+        """In a fork server's new child: what a freshly started process would hold. Its
+        own database connections (none are inherited: the zygote closed its pool), the
+        configuration as the service last persisted it, a new instance id."""
+        self.engine.dispose(close=False)
+        self.load_config()
+        self.instance = uuid.uuid4().hex
+        self.exits = list(exits)
 
     def set_idempotency_mode(self, mode: str) -> None:
         with Session(self.engine) as s, s.begin():

@@ -19,6 +19,7 @@ import subprocess
 import tempfile
 import threading
 import time
+from collections.abc import Callable
 from concurrent.futures import Future
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -117,6 +118,20 @@ def remove_stale_workdirs(root: Path | None = None) -> int:
     return removed
 
 
+RESTART_MODES = ("fork", "exec")
+
+
+def restart_mode(requested: str | None = None) -> str:
+    """How a crashed service comes back: "fork" (from its fork server, the default) or
+    "exec" (a new interpreter; the old path, kept to compare and to fall back on)."""
+    mode = requested or os.environ.get("UNDOBENCH_SERVICE_RESTART") or "fork"
+    if mode not in RESTART_MODES:
+        raise StackStartError(
+            f"unknown service restart mode {mode!r}; known: {', '.join(RESTART_MODES)}"
+        )
+    return mode
+
+
 _LOWEST_PORT = 10000
 PORT_ATTEMPTS = 3  # a chosen port can be taken before the child binds it
 _random = random.SystemRandom()
@@ -173,6 +188,24 @@ class Child:
     proc: subprocess.Popen[bytes] | None = None
     ports: tuple[int, ...] = ()
     exits: list[int] = field(default_factory=list)
+    #: A fork server's current server process (from its `SPAWN` lines).
+    serving_pid: int | None = None
+    _buf: bytes = b""
+
+    def lines(self, timeout: float = 0.0) -> list[str]:
+        """The complete stdout lines available within `timeout` (none at EOF)."""
+        if self.proc is None or self.proc.stdout is None or self.proc.stdout.closed:
+            return []
+        fd = self.proc.stdout.fileno()
+        ready, _, _ = select.select([fd], [], [], timeout)
+        while ready:
+            chunk = os.read(fd, 65536)
+            if not chunk:
+                break
+            self._buf += chunk
+            ready, _, _ = select.select([fd], [], [], 0)
+        *done, self._buf = self._buf.split(b"\n")
+        return [line.decode(errors="replace").strip() for line in done]
 
     def alive(self) -> bool:
         return self.proc is not None and self.proc.poll() is None
@@ -206,22 +239,23 @@ def spawn(cmd: list[str], log: Path, capture_stdout: bool) -> subprocess.Popen[b
         )
 
 
-def read_ready(child: Child, timeout: float) -> tuple[int, ...]:
+def read_ready(
+    child: Child, timeout: float, on_line: Callable[[str], None] | None = None
+) -> tuple[int, ...]:
+    """Wait for the child's `READY <ports...>` line; other lines go to `on_line`."""
     assert child.proc is not None and child.proc.stdout is not None
     deadline = time.monotonic() + timeout
-    buf = b""
-    fd = child.proc.stdout.fileno()
+    ports: tuple[int, ...] = ()
     while time.monotonic() < deadline:
-        ready, _, _ = select.select([fd], [], [], 0.05)
-        if ready:
-            chunk = os.read(fd, 4096)
-            buf += chunk
-            for line in buf.decode(errors="replace").splitlines():
-                if line.startswith("READY "):
-                    return tuple(int(p) for p in line.split()[1:])
-            if not chunk and child.proc.poll() is not None:
-                break
-        elif child.proc.poll() is not None:
+        exited = child.proc.poll() is not None
+        for line in child.lines(timeout=0 if exited else 0.05):
+            if line.startswith("READY ") and not ports:
+                ports = tuple(int(p) for p in line.split()[1:])
+            elif on_line is not None:
+                on_line(line)
+        if ports:
+            return ports
+        if exited:
             break
     code = child.proc.poll()
     state = f"exited with {code}" if code is not None else f"not ready after {timeout:.0f}s"

@@ -13,8 +13,13 @@ at the end of each episode) starts an exited container at once, every time. The 
 on-failure policy would double its delay for each container that ran under 10 s, so
 consecutive crash-point episodes would get slower until wait_healthy timed out. A crash
 point exits the service process; it comes back on the same volume, so its partial state
-is still there. The proxy's host ports are chosen at creation (the engine would hand out
-new ephemeral ports on every start), so the endpoints stay valid across restarts. As
+is still there. The service runs as a fork server (envs/_service/server.py), so a crash
+point ends the serving process but not the container: the zygote forks a new one in tens
+of milliseconds, and each admin health answer lists the exits since the zygote started,
+which `wait_healthy(probe=True)` counts like container exits.
+
+The proxy's host ports are chosen at creation (the engine would hand out new ephemeral
+ports on every start), so the endpoints stay valid across restarts. As
 nothing else starts a container, each exit is seen before the stack answers again:
 `unplanned_exits` counts the ones the fault plan did not ask for (the service exiting
 with any code but `CRASH_EXIT_CODE`, the proxy exiting at all).
@@ -49,7 +54,7 @@ from docker.types import EndpointConfig
 from .. import catalog
 from ..errors import StackStartError, StackUnhealthyError
 from .base import CRASH_EXIT_CODE, Runtime, StackEndpoints
-from .children import PORT_ATTEMPTS, free_port
+from .children import PORT_ATTEMPTS, free_port, restart_mode
 from .images import LABEL, PROJECT, current_image, docker_client
 
 STACK_LABEL = "io.undobench.stack"
@@ -126,8 +131,9 @@ def _bridge(network: Any) -> str:
 
 
 class DockerRuntime(Runtime):
-    def __init__(self, domain: str, image: str | None = None) -> None:
+    def __init__(self, domain: str, image: str | None = None, restart: str | None = None) -> None:
         self.domain = domain
+        self.restart_mode = restart_mode(restart)
         self.client = docker_client()
         self.image = image or current_image(self.client)
         self.stack_id = f"{domain}-{uuid.uuid4().hex[:8]}"
@@ -140,6 +146,7 @@ class DockerRuntime(Runtime):
         self._restarts = 0
         self._unplanned = 0
         self._last_exit: dict[str, str] = {}  # role -> State.FinishedAt of the exit counted
+        self._fork_exits: tuple[str, int] = ("", 0)  # (fork server boot id, exits counted)
         self.exits: list[tuple[str, int]] = []  # (role, exit code), in the order seen
         self._http = httpx.Client(timeout=5.0)
         self._finalizer = weakref.finalize(self, DockerRuntime._remove, self._objects)
@@ -203,6 +210,7 @@ class DockerRuntime(Runtime):
                 str(SERVICE_PORT),
                 "--admin-port",
                 str(ADMIN_PORT),
+                *(["--fork-server"] if self.restart_mode == "fork" else []),
             ],
             name=f"undobench-{sid}-{d}",
             labels=_labels(sid, "service"),
@@ -293,11 +301,26 @@ class DockerRuntime(Runtime):
             return False
         try:
             for url in ep.admin_urls.values():
-                self._http.get(f"{url}/admin/health", timeout=2).raise_for_status()
+                health = self._http.get(f"{url}/admin/health", timeout=2)
+                health.raise_for_status()
+                self._count_fork_exits(health.json())
             self._http.get(f"{ep.control_url}/control/health", timeout=2).raise_for_status()
-        except httpx.HTTPError:
+        except (httpx.HTTPError, ValueError):
             return False
         return True
+
+    def _count_fork_exits(self, health: dict[str, Any]) -> None:
+        """The fork server's exits that this runtime has not counted yet."""
+        boot, codes = str(health.get("boot", "")), list(health.get("exits") or [])
+        with self._lock:
+            seen_boot, seen = self._fork_exits
+            new = codes[seen:] if boot == seen_boot else codes
+            for code in new:
+                self.exits.append(("service", int(code)))
+                self._restarts += 1
+                if code != CRASH_EXIT_CODE:
+                    self._unplanned += 1
+            self._fork_exits = (boot, len(codes))
 
     def _revive(self) -> None:
         """Start every exited container now, counting each exit once (by its end time)."""

@@ -2,7 +2,12 @@
 
 Everything listens on 127.0.0.1. A service that exits (an armed crash point, or a real
 crash) is restarted on the same ports with the same data directory, so the partial state
-it left stays visible. Children die with the parent (PR_SET_PDEATHSIG, armed from one
+it left stays visible. By default the service runs as a fork server (see
+`envs/_service/server.py`): its zygote forks a fresh server process in milliseconds and
+reports each exit on stdout; `restart="exec"` (or UNDOBENCH_SERVICE_RESTART=exec) starts a
+new interpreter instead, the slower path kept for comparison and as a fallback.
+
+Children die with the parent (PR_SET_PDEATHSIG, armed from one
 long-lived thread) and `close()` kills whole process groups, so nothing outlives the stack;
 a workdir whose owner was SIGKILLed is removed by the next runtime (or `undobench gc`).
 """
@@ -39,6 +44,7 @@ from .children import (
     process_started,
     read_ready,
     remove_stale_workdirs,
+    restart_mode,
     spawn,
 )
 
@@ -74,8 +80,11 @@ def proxy_command(
 
 
 class ProcessRuntime(Runtime):
-    def __init__(self, domain: str, workdir: Path | None = None) -> None:
+    def __init__(
+        self, domain: str, workdir: Path | None = None, restart: str | None = None
+    ) -> None:
         self.domain = domain
+        self.restart_mode = restart_mode(restart)
         self._own_dir = workdir is None
         if self._own_dir:
             remove_stale_workdirs()
@@ -167,8 +176,29 @@ class ProcessRuntime(Runtime):
             "--admin-port",
             str(ports[1]),
         ]
+        if self.restart_mode == "fork":
+            cmd.append("--fork-server")
+        self._service.serving_pid = None
         self._service.proc = spawn(cmd, self._service.log, capture_stdout=True)
-        self._service.ports = read_ready(self._service, READY_TIMEOUT_S)
+        self._service.ports = read_ready(self._service, READY_TIMEOUT_S, self._service_line)
+        if self._service.serving_pid is None:  # exec mode: the process itself serves
+            self._service.serving_pid = self._service.proc.pid
+
+    def _service_line(self, line: str) -> None:
+        """A fork server's report: a new server process, or one that exited (a restart)."""
+        kind, _, rest = line.partition(" ")
+        if kind == "SPAWN":
+            self._service.serving_pid = int(rest)
+        elif kind == "EXIT":
+            code = int(rest.split()[1])
+            self._service.exits.append(code)
+            self._restarts += 1
+            if code != CRASH_EXIT_CODE:
+                self._unplanned += 1
+
+    def _read_service_lines(self) -> None:
+        for line in self._service.lines():
+            self._service_line(line)
 
     def _start_proxy(self) -> None:
         svc_port = self._service.ports[0]
@@ -208,6 +238,7 @@ class ProcessRuntime(Runtime):
         with self._lock:
             if self._closed or self._endpoints is None:
                 return
+            self._read_service_lines()
             for child in (self._service, self._proxy):
                 if child.proc is not None and child.proc.poll() is not None:
                     code = child.proc.returncode
@@ -231,6 +262,10 @@ class ProcessRuntime(Runtime):
                 self._ensure_running()
                 up = self._service.alive() and self._proxy.alive()
                 if up and (not probe or self._answers()):
+                    # A fork server writes a child's EXIT line before forking the next
+                    # one, so once the service answers, every exit so far can be read.
+                    with self._lock:
+                        self._read_service_lines()
                     return
             except StackStartError as exc:
                 last = exc
@@ -254,7 +289,18 @@ class ProcessRuntime(Runtime):
         return list(self._service.exits)
 
     def pids(self) -> list[int]:
-        return [c.proc.pid for c in (self._service, self._proxy) if c.proc is not None]
+        """The process serving the domain (a fork server's current child) and the proxy."""
+        out = []
+        if self._service.proc is not None:
+            out.append(self._service.serving_pid or self._service.proc.pid)
+        if self._proxy.proc is not None:
+            out.append(self._proxy.proc.pid)
+        return out
+
+    def process_pids(self) -> list[int]:
+        """Every process of the stack: the fork server's zygote too."""
+        procs = [c.proc.pid for c in (self._service, self._proxy) if c.proc is not None]
+        return sorted({*procs, *self.pids()})
 
     def close(self) -> None:
         with self._lock:
