@@ -7,7 +7,7 @@ what the wire did, B0's re-send shown as a wrapper retry and highlighted as the 
 the duplicate row of the commit log, the verdict.
 
 It fails (never skips) in CI when the browser is missing. With UB_SCREENSHOTS=DIR it saves
-the README's screenshots there (report.png, pair.png); else under the test's tmp dir.
+the README's screenshots there (report.png, pairs.png, pair.png); else under the test's tmp dir.
 """
 
 from __future__ import annotations
@@ -89,6 +89,7 @@ def test_filter_then_open_a_pair_shows_the_fault_and_the_duplicate(
         assert (page.text_content("#match") or "").startswith(f"{len(wanted)} of {len(trials)}")
         shown = page.locator("#pair-table tbody tr td:first-child").all_text_contents()
         assert sorted(shown) == sorted(wanted)
+        page.locator("#pairs").screenshot(path=str(shots / "pairs.png"))
 
         # open a B0 pair: B0 re-sends the charge whose acknowledgement was lost
         row = page.locator("#pair-table tbody tr", has_text="B0").first
