@@ -3,8 +3,8 @@ saw, what the wire did, who made the call (the agent, or its recovery wrapper's 
 probe or compensation), whether the fault hit it and which harm it committed.
 
 Harms are placed by matching the verdict's effect identities against the call's arguments
-(a call that committed, past the required count for a duplicate): a display aid; the
-verdict itself comes from the oracles.
+(a call that reached the service with no error status, past the required count for a
+duplicate): a display aid; the verdict itself comes from the oracles.
 """
 
 from __future__ import annotations
@@ -80,12 +80,13 @@ def wire_text(event: dict[str, Any] | None) -> str | None:
     return " ".join(parts)
 
 
-def _committed(event: dict[str, Any] | None) -> bool:
-    """Whether the service answered a wire call with a 2xx (seen by the agent or not)."""
-    if event is None or event.get("read_only"):
+def _may_commit(event: dict[str, Any] | None) -> bool:
+    """Whether a mutating wire call may have committed: it reached the service and no
+    error status came back (a 2xx seen by the agent or not, or a crash mid-call)."""
+    if event is None or event.get("read_only") or event.get("forwarded") is False:
         return False
     code = event.get("upstream_status") or event.get("status")
-    return isinstance(code, int) and 200 <= code < 300
+    return not (isinstance(code, int) and code >= 300)
 
 
 def _wrapper_kinds(ep: Episode, tools: dict[str, str]) -> dict[int, str]:
@@ -173,7 +174,7 @@ def episode_cells(ep: Episode | None, domain_tools: dict[str, str]) -> list[dict
             event = wire.get(calls)
         args = action.get("arguments") if isinstance(action, dict) else None
         harm: list[str] = []
-        if _committed(event):
+        if _may_commit(event):
             for j, dup in enumerate(verdict.get("duplicates") or []):
                 if matches(as_dict(dup.get("identity")), args):
                     seen[j] = seen.get(j, 0) + 1

@@ -79,6 +79,19 @@ def test_the_fault_step_the_retry_and_the_duplicate_are_placed(lost_ack: dict[st
     assert d["verdict"]["control"]["outcome"] == "succeeded"
 
 
+def test_a_crash_mid_call_counts_as_reaching_the_service() -> None:
+    """B0 on pay-split-payout/crash-mid-batch: the service crashes after the first of three
+    transfers (the agent sees a reset, no status), B0 re-sends the payout: the re-send is
+    the duplicate, and the half-paid payout is a partial state listed in the verdict."""
+    record = json.loads((FIXTURE.parent / "html_pair_b0_crash_mid_batch.json").read_text())
+    d = pair_detail(record, {"create_payout": "mutation"})
+    fault = d["fault"]
+    assert fault[0]["fault"] is True and fault[0]["harm"] == []
+    assert fault[1]["who"] == "retry" and fault[1]["harm"] == ["duplicate"]
+    assert [r["harm"] for r in d["commits"]["fault"]].count(["duplicate"]) == 2
+    assert set(d["verdict"]["fault"]["harms"]) == {"duplicate", "partial"}
+
+
 def test_the_table_row_carries_what_the_filters_need(lost_ack: dict[str, Any]) -> None:
     row = dict(zip(ROW_COLUMNS, table_row(lost_ack), strict=True))
     assert row["method"] == "B0" and row["boundary"] == "POST_MUTATION_PRE_ACK"
