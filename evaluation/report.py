@@ -18,6 +18,7 @@ from typing import Any
 from undobench_gym.trials import read_trials
 
 from .agent_behaviour import agent_behaviour
+from .hints import hint_contrasts, hint_lines
 from .html import write_html
 from .indicators import CONDITIONED, EXCLUSION_REASONS, INDICATORS, Pair, is_infra_error
 from .metrics import SENSITIVITY_METRICS, rate
@@ -345,6 +346,7 @@ def _markdown(trials: list[Pair], summary: dict[str, Any], plots: list[Path]) ->
         lines += _contrast_lines(summary)
     if summary["tost"]["comparisons"]:
         lines += _tost_lines(summary["tost"])
+    lines += hint_lines(summary)
     lines += _pass_k_lines(summary)
     lines += ["", "## Assumptions", ""]
     lines += [f"- `{k}`: {v}" for k, v in summary["assumptions"].items()]
@@ -373,6 +375,7 @@ def write_reports(
     summary = summarize(trials, tost_margin=tost_margin)
     summary["retries"] = retries(out, trials)
     summary["agent_behaviour"] = agent_behaviour(trials)
+    summary["hints"] = hint_contrasts(trials)  # the MCP hint ablation, when the run has one
     (out / "summary.json").write_text(json.dumps(summary, indent=2) + "\n")
     _write_csvs(out, summary)
     written: list[Path] = []

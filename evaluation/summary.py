@@ -214,14 +214,16 @@ def contrasts(
     resamples: int = BOOTSTRAP_RESAMPLES,
     *,
     condition: bool | None = None,
+    key: GroupKey = "method",
+    metrics: tuple[str, ...] = CONTRAST_METRICS,
 ) -> list[dict[str, Any]]:
-    """Every pair of methods on CONTRAST_METRICS, over the cells both can act on; with
-    `condition` (default: decided from the pairs) over pairs whose fault happened as
-    planned."""
+    """Every pair of methods (or of the arms `key` names) on `metrics`, over the cells both
+    can act on; with `condition` (default: decided from the pairs) over pairs whose fault
+    happened as planned."""
     cond = conditioning_applies(pairs) if condition is None else condition
-    by_method = _group(pairs, "method")
+    by_method = _group(pairs, key)
     out: list[dict[str, Any]] = []
-    for metric in CONTRAST_METRICS:
+    for metric in metrics:
         for a, b in itertools.combinations(by_method, 2):
             arm_a, arm_b, dropped = applicable(by_method[a], by_method[b])
             ca, cb = _counts(arm_a, metric, cond), _counts(arm_b, metric, cond)

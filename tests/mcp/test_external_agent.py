@@ -9,6 +9,7 @@ never calls, and a bad template (a clear error before any stack starts)."""
 from __future__ import annotations
 
 import json
+import os
 import sys
 import time
 from pathlib import Path
@@ -30,9 +31,13 @@ from undobench_gym.trials import read_trials
 
 from .conftest import use_gold
 
-# One TEST-split workflow per domain kind CI's real-model sweep uses (payments, database,
-# storage with a crash point, git), every scenario, bare and B2, seeds 1-2.
-WORKFLOWS = ["pay-split-payout", "db-pay-dividend", "st-publish-build-artifact", "git-cut-release"]
+# TEST-split workflows (a crash point, lost acknowledgements, a refused request), every
+# scenario, bare and B2, seeds 1-2. An external episode costs a process start (about 1 s of
+# imports), so the default is two workflows; UNDOBENCH_MCP_SWEEP_WORKFLOWS=ID,ID runs others
+# (docs/mcp.md has the figures of a larger run).
+WORKFLOWS = os.environ.get(
+    "UNDOBENCH_MCP_SWEEP_WORKFLOWS", "pay-split-payout,st-publish-build-artifact"
+).split(",")
 REFERENCE = f"cmd:{sys.executable} -m undobench_gym.agents.mcp.reference --agent openai:fake@"
 PY = sys.executable
 
@@ -50,7 +55,7 @@ def verdicts(episode: dict[str, Any]) -> dict[str, Any]:
 
 
 @pytest.mark.slow
-@pytest.mark.timeout(900)
+@pytest.mark.timeout(1800)
 def test_reference_agent_sweep_matches_in_process(fake: Any, tmp_path: Path) -> None:
     use_gold(fake, WORKFLOWS)
     inproc = f"openai:fake@{fake.base_url}"

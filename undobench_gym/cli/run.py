@@ -59,6 +59,20 @@ def add(sub: Any) -> None:
         "through the server's tool_choice, F2 through JSON-schema constrained actions); "
         "same as UNDOBENCH_LLM_TOOL_CHOICE",
     )
+    r.add_argument(
+        "--tools",
+        choices=["direct", "mcp"],
+        default=None,
+        help="LLM agents: step the env directly (default) or list and call the tools through "
+        "an MCP client session (docs/mcp.md)",
+    )
+    r.add_argument(
+        "--annotations",
+        choices=["on", "off", "on,off"],
+        default=None,
+        help="MCP agents: list the tools with their readOnly/destructive/idempotent hints "
+        "(on), without (off), or run both arms and contrast them in the report (on,off)",
+    )
     r.add_argument("--runtime", default=None, choices=["process", "docker"])
     r.add_argument("--max-steps", type=int, default=None, help="step budget (default 20)")
     r.add_argument(
@@ -111,6 +125,9 @@ def run(args: argparse.Namespace) -> int:
         if bool(args.workflows) == bool(args.split):
             raise UndoBenchError("give exactly one of --workflows ID,ID or --split dev|val|test")
         spec = spec_from_flags({"method": "bare", "seeds": "1-5", **given})
+    if args.tools or args.annotations:
+        agents = mcp_arms(spec.agents, args.tools, args.annotations)
+        spec = spec.model_copy(update={"agents": agents})
     execution = resolve_execution(
         spec,
         executor=args.executor,
@@ -135,3 +152,19 @@ def run(args: argparse.Namespace) -> int:
     )
     print_summary(summary, out)
     return 0
+
+
+def mcp_arms(agents: list[str], tools: str | None, annotations: str | None) -> list[str]:
+    """Each agent spec on the MCP path (`#tools=mcp`; a `cmd:` agent is on it already),
+    once per hint arm (`#annotations=off` names the off arm, so the arms are distinct
+    agents whose pairs the report matches one to one)."""
+    arms = annotations.split(",") if annotations else ["on"]
+    out = []
+    for agent in agents:
+        for arm in arms:
+            spec = agent
+            mcp = tools == "mcp" or annotations is not None
+            if mcp and not spec.startswith("cmd:") and "#tools=mcp" not in spec:
+                spec += "#tools=mcp"
+            out.append(spec + ("#annotations=off" if arm == "off" else ""))
+    return out

@@ -1,0 +1,74 @@
+"""The hint ablation: the same MCP agent with the tool annotations listed and without.
+
+MCP tools carry `readOnlyHint`, `destructiveHint` and `idempotentHint`. Whether an agent
+honours them when it retries is measured by running it twice over the same pairs, hints
+on and hints off (an agent spec ending in `#annotations=off`, `undobench run
+--annotations on,off`), and contrasting the arms on what the hints are about: duplicated
+effects (`der`), re-issues after a commit (`urr`) and recovery among the tasks the agent
+can do (`crsr`). The arms are matched pair by pair (same workflow, scenario, seed, method
+and agent apart from the suffix), per method, with the method contrasts' statistics:
+task-clustered bootstrap CI, paired permutation p (Holm within the method), McNemar.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from .indicators import Pair, is_infra_error
+from .summary import contrasts
+
+HINT_METRICS = ("der", "urr", "crsr")
+OFF = "#annotations=off"
+
+
+def arm(p: Pair) -> str | None:
+    """ "off", "on" (an MCP agent with its hints), or None (not on the MCP path)."""
+    agent = str(p.get("agent") or "")
+    if OFF in agent:
+        return "hints off"
+    if agent.startswith("cmd:") or "#tools=mcp" in agent:
+        return "hints on"
+    return None
+
+
+def hint_contrasts(pairs: list[Pair], *, condition: bool | None = None) -> list[dict[str, Any]]:
+    """Hints off minus hints on, per method and metric; [] when the run has no off arm."""
+    tagged = [(a, p) for p in pairs if (a := arm(p)) is not None and not is_infra_error(p)]
+    if not any(a == "hints off" for a, _ in tagged):
+        return []
+    arms = [
+        {**p, "hints": a, "agent": str(p["agent"]).replace(OFF, "")}  # match across arms
+        for a, p in tagged
+    ]
+    out: list[dict[str, Any]] = []
+    for method in sorted({str(p.get("method")) for p in arms}):
+        group = [p for p in arms if str(p.get("method")) == method]
+        found = contrasts(group, condition=condition, key="hints", metrics=HINT_METRICS)
+        out += [{"method": method, **c} for c in found]
+    return out
+
+
+def hint_lines(summary: dict[str, Any]) -> list[str]:
+    rows = summary.get("hints") or []
+    if not rows:
+        return []
+    lines = [
+        "",
+        "## Tool hints: off vs on",
+        "",
+        "The same MCP agent with the tools' readOnly/destructive/idempotent hints listed",
+        "(on) and left out (off), matched pair by pair; `diff` is off minus on. Paired over",
+        "tasks as the method contrasts (Holm within each method); McNemar on matched pairs.",
+        "",
+        "| method | metric | diff | 95% CI | p | p (Holm) | p (McNemar) | discordant |",
+        "|---|---|---|---|---|---|---|---|",
+    ]
+    for c in rows:
+        ci = "-" if c["ci"] is None else f"[{c['ci'][0]:+.3f}, {c['ci'][1]:+.3f}]"
+        ps = [("-" if x is None else f"{x:.3g}") for x in (c["p"], c["p_holm"], c["p_mcnemar"])]
+        mc = c["mcnemar"]
+        lines.append(
+            f"| {c['method']} | {c['metric']} | {c['diff']:+.3f} | {ci} | {' | '.join(ps)} "
+            f"| {mc['a_only']}/{mc['b_only']} |"
+        )
+    return lines
