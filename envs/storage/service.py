@@ -35,9 +35,7 @@ def table_rows(seed: int) -> dict[str, list[dict[str, Any]]]:
 
 def seed_files(data_dir: FsPath, seed: int) -> None:
     """Wipe the bodies a previous episode left and write the fixture's."""
-    blobs.wipe(data_dir)
-    for o in build_fixture(seed)["objects"]:
-        blobs.write_blob(data_dir, o["body"].encode())
+    blobs.keep_only(data_dir, [o["body"].encode() for o in build_fixture(seed)["objects"]])
 
 
 def extra_state(s: Session) -> dict[str, Any]:
