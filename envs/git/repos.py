@@ -7,6 +7,7 @@ main's tree (as after a `git reset` on main), so a plain `git commit` there is a
 
 from __future__ import annotations
 
+import os
 import shutil
 import subprocess
 import threading
@@ -329,12 +330,45 @@ def _discard(data_dir: Path, root: Path) -> None:
     threading.Thread(target=wipe, daemon=True).start()
 
 
+#: Seeds whose freshly built repositories are kept to copy from (a pair's control and
+#: fault episodes reset to the same seed; a sweep's methods revisit it).
+SEED_CACHE_SIZE = 4
+
+
+def _seed_cache(data_dir: Path, seed: int) -> Path:
+    return data_dir / "seed-cache" / str(seed)
+
+
+def _trim_seed_cache(data_dir: Path) -> None:
+    cached = sorted((data_dir / "seed-cache").iterdir(), key=lambda p: p.stat().st_mtime)
+    for old in cached[:-SEED_CACHE_SIZE]:
+        shutil.rmtree(old, ignore_errors=True)
+
+
 def seed_repositories(data_dir: Path, seed: int) -> None:
-    """Wipe every repository and write the seeded ones: init plus one fast-import each."""
+    """Wipe every repository and write the seeded ones: a copy of the same seed's pristine
+    build when one is kept (a few file copies instead of ~10 git processes, ~190 ms),
+    else init plus one fast-import each, kept for the next reset to this seed. The copy
+    is byte for byte what the build writes: fast-import of a fixed stream with fixed
+    times gives the same objects, and git changes its files only by writing new ones."""
     root = repos_root(data_dir)
     _discard(data_dir, root)
-    root.mkdir(parents=True)
     home_dir(data_dir).mkdir(parents=True, exist_ok=True)
+    cache = _seed_cache(data_dir, seed)
+    if cache.is_dir():
+        shutil.copytree(cache, root, symlinks=True)
+        os.utime(cache)
+        return
+    root.mkdir(parents=True)
+    _build_repositories(data_dir, seed)
+    partial = cache.with_name(f".{seed}-{uuid.uuid4().hex}")
+    shutil.copytree(root, partial, symlinks=True)
+    partial.rename(cache)  # whole or absent, should the process die meanwhile
+    _trim_seed_cache(data_dir)
+
+
+def _build_repositories(data_dir: Path, seed: int) -> None:
+    root = repos_root(data_dir)
     for history in build_fixture(seed)["history"]:
         repo = Repo(data_dir, history["name"])
         run_git(root, "init", "--quiet", "--template=", "-b", "main", repo.name, home=repo.home)
