@@ -31,12 +31,15 @@ import os
 import signal
 import socket
 import sys
+import time
 import traceback
 from pathlib import Path
 from typing import NoReturn
 
 import uvicorn
 from sqlalchemy.orm import Session
+
+from undobench_gym.contract import CRASH_EXIT_CODE
 
 from .. import DOMAIN_MODULES
 from .app import create_apps, reset_state
@@ -106,7 +109,13 @@ async def _serve(args: argparse.Namespace) -> None:
 _PR_SET_PDEATHSIG = 1
 
 
+#: A fork server gives up (exits 1, so its supervisor sees a failed start) after this many
+#: servers in a row that died within `_QUICK_S` of their fork, other than at a crash point.
+_QUICK_DEATHS, _QUICK_S = 5, 1.0
+
+
 def _child(
+    zygote: int,
     ctx: ServiceContext,
     servers: list[uvicorn.Server],
     socks: tuple[socket.socket, socket.socket],
@@ -117,7 +126,7 @@ def _child(
         signal.signal(sig, signal.SIG_DFL)
     with contextlib.suppress(Exception):
         ctypes.CDLL("libc.so.6", use_errno=True).prctl(_PR_SET_PDEATHSIG, signal.SIGKILL)
-    if os.getppid() == 1:  # the zygote died before the death signal was armed
+    if os.getppid() != zygote:  # the zygote died before the death signal was armed
         os._exit(1)
     code = 0
     try:
@@ -161,16 +170,22 @@ def fork_server(args: argparse.Namespace) -> None:
     signal.signal(signal.SIGINT, stop)
     gc.collect()
     gc.freeze()  # keep the imported heap out of the children's copy-on-write faults
+    zygote, quick = os.getpid(), 0
     while not stopping:
+        forked = time.monotonic()
         child = os.fork()
         if child == 0:
-            _child(ctx, servers, socks, exits)
+            _child(zygote, ctx, servers, socks, exits)
         print(f"SPAWN {child}", flush=True)
         _pid, status = os.waitpid(child, 0)
         code = os.waitstatus_to_exitcode(status)
         exits.append(code)
         child = 0
         print(f"EXIT {_pid} {code}", flush=True)
+        quick = quick + 1 if code != CRASH_EXIT_CODE and time.monotonic() - forked < _QUICK_S else 0
+        if quick >= _QUICK_DEATHS and not stopping:
+            print(f"fork server: {quick} servers died at start; giving up", file=sys.stderr)
+            sys.exit(1)
 
 
 def main(argv: list[str] | None = None) -> None:
