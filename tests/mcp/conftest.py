@@ -1,9 +1,14 @@
 """A fake chat-completions server whose gold-plan policy knows every workflow these tests
-run, so an in-process agent and the same agent over MCP get the same replies."""
+run, so an in-process agent and the same agent over MCP get the same replies; and a check
+after every test that no agent program, MCP server process or server thread outlived it."""
 
 from __future__ import annotations
 
+import os
+import threading
+import time
 from collections.abc import Iterator
+from pathlib import Path
 from typing import Any
 
 import pytest
@@ -44,3 +49,33 @@ def use_gold(server: FakeServer, workflows: list[str]) -> FakeServer:
     server.policy = gold_plan(plans(workflows))
     server.requests.clear()
     return server
+
+
+#: What this package's tests start: agent programs, `undobench mcp`, the test scripts.
+MARKERS = ("undobench_gym.agents.mcp", "undobench_gym.cli mcp", "agent.py")
+THREADS = ("mcp-http", "mcp-control", "mcp-agent")
+
+
+def leftovers() -> list[str]:
+    me, found = str(os.getpid()), []
+    for proc in Path("/proc").iterdir():
+        if not proc.name.isdigit():
+            continue
+        try:
+            ppid = (proc / "stat").read_text().rsplit(")", 1)[1].split()[1]
+            cmd = (proc / "cmdline").read_bytes().replace(b"\0", b" ").decode(errors="replace")
+        except (OSError, IndexError):
+            continue
+        if ppid == me and any(m in cmd for m in MARKERS):
+            found.append(cmd)
+    found += [t.name for t in threading.enumerate() if t.name in THREADS]
+    return found
+
+
+@pytest.fixture(autouse=True)
+def nothing_left_behind() -> Iterator[None]:
+    yield
+    deadline = time.monotonic() + 15
+    while (left := leftovers()) and time.monotonic() < deadline:
+        time.sleep(0.1)
+    assert not left, f"left running after the test: {left}"

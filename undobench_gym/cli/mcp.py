@@ -88,18 +88,24 @@ def serve_mcp(args: argparse.Namespace) -> int:
         with ControlServer(host, args.control_port) as control:
             if args.seed is not None:
                 host.reset(args.seed, fault=args.fault)
-            http = HttpServer(server, args.port) if args.transport == "http" else None
+            http = HttpServer(server, args.port).start() if args.transport == "http" else None
+            # Announced once both endpoints accept connections.
             urls = {"control": control.url, "mcp": http.url if http else "stdio"}
             _log(f"control endpoint {control.url}; MCP on {urls['mcp']}")
-            if args.control_file:
-                Path(args.control_file).write_text(json.dumps(urls))
+            if args.control_file:  # whole or absent: a reader never sees half of it
+                tmp = Path(args.control_file + ".tmp")
+                tmp.write_text(json.dumps(urls))
+                tmp.replace(args.control_file)
             try:
                 if http is not None:
-                    http.serve()  # uvicorn handles Ctrl-C and SIGTERM itself
+                    http.wait()
                 else:
                     anyio.run(serve_stdio, server)
             except KeyboardInterrupt:
                 pass
+            finally:
+                if http is not None:
+                    http.stop()
             if args.record and host.public().get("task") is not None:
                 Path(args.record).write_text(json.dumps(host.finish(), default=str))
     finally:

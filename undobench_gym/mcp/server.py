@@ -98,8 +98,8 @@ def http_app(server: Server[Any, Any]) -> Starlette:
 
 
 class HttpServer:
-    """Streamable HTTP on 127.0.0.1 (`port=0`: a free one), in a thread (`start`/`stop`,
-    or `with`) or in the foreground (`serve`)."""
+    """Streamable HTTP on 127.0.0.1 (`port=0`: a free one), in a thread (`start`, `wait`,
+    `stop`, or `with`) or in the foreground (`serve`)."""
 
     def __init__(self, server: Server[Any, Any], port: int = 0) -> None:
         self._sock = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
@@ -132,6 +132,11 @@ class HttpServer:
                 raise RuntimeError(f"the MCP server on {self.url} did not start")
             time.sleep(0.01)
         return self
+
+    def wait(self) -> None:
+        """Block until the server stops (signals still reach the calling thread)."""
+        while self._thread is not None and self._thread.is_alive():
+            self._thread.join(timeout=0.5)
 
     def stop(self) -> None:
         self._uvicorn.should_exit = True
