@@ -49,6 +49,8 @@ SHOWN = (
 TABLE_METRICS = ("control_rate", "crsr", "crsr_aware", "der", "uer", "mer")
 #: Breakdowns shown, in order, when the summary has them.
 BREAKDOWNS = ("method", "boundary", "domain", "task", "model", "mechanism")
+#: Shown even with one value (the others only when they split the run).
+ALWAYS = ("method", "boundary", "domain", "task")
 
 
 @cache
@@ -145,7 +147,7 @@ def _summary_view(summary: dict[str, Any]) -> dict[str, Any]:
     tables = []
     for group in BREAKDOWNS:
         values = summary["by"].get(group) or {}
-        if len(values) > 1 or (values and group in ("method", "boundary")):
+        if len(values) > 1 or (values and group in ALWAYS):
             tables.append({"group": group, "rows": [_group_row(n, m) for n, m in values.items()]})
     contrasts = [
         {
