@@ -11,10 +11,13 @@ argument and nothing in it is ever interpreted:
     {mcp_url}         the MCP server, streamable HTTP on 127.0.0.1
     {mcp_config}      a JSON file in the `mcpServers` format MCP clients read:
                       {"mcpServers": {"undobench": {"type": "http", "url": ...}}}
+    {mcp_stdio_config} the same for an agent that launches its servers over stdio: the
+                      command is a relay to the episode's server (undobench_gym.mcp.relay)
     {workdir}         a fresh directory for this episode (removed after it)
 
 The same values are in the program's environment as UNDOBENCH_TASK, UNDOBENCH_TASK_FILE,
-UNDOBENCH_TASK_INSTANCE, UNDOBENCH_MCP_URL, UNDOBENCH_MCP_CONFIG and UNDOBENCH_WORKDIR.
+UNDOBENCH_TASK_INSTANCE, UNDOBENCH_MCP_URL, UNDOBENCH_MCP_CONFIG, UNDOBENCH_MCP_STDIO_CONFIG
+and UNDOBENCH_WORKDIR.
 The program runs in its own process group; its stdout and stderr go to `agent.log` in
 the work directory (the last lines are kept in `last_log` for a failed run). At the end of
 the episode it gets SIGTERM, then SIGKILL after a grace period.
@@ -29,6 +32,7 @@ import shlex
 import shutil
 import signal
 import subprocess
+import sys
 import tempfile
 from pathlib import Path
 
@@ -36,7 +40,15 @@ from undobench_gym.errors import UndoBenchError
 
 from .episode import EpisodeContext
 
-PLACEHOLDERS = ("task", "task_file", "task_instance", "mcp_url", "mcp_config", "workdir")
+PLACEHOLDERS = (
+    "task",
+    "task_file",
+    "task_instance",
+    "mcp_url",
+    "mcp_config",
+    "mcp_stdio_config",
+    "workdir",
+)
 GRACE_S = 3.0
 LOG_TAIL = 4000
 
@@ -102,12 +114,17 @@ class CommandLauncher:
         task_file.write_text(ctx.task)
         servers = {"undobench": {"type": "http", "url": ctx.mcp_url}}
         config.write_text(json.dumps({"mcpServers": servers}))
+        stdio_config = workdir / "mcp-stdio.json"
+        relay = [sys.executable, "-m", "undobench_gym.mcp.relay", ctx.mcp_url or ""]
+        stdio = {"undobench": {"type": "stdio", "command": relay[0], "args": relay[1:]}}
+        stdio_config.write_text(json.dumps({"mcpServers": stdio}))
         values = {
             "task": ctx.task,
             "task_file": str(task_file),
             "task_instance": ctx.task_instance,
             "mcp_url": ctx.mcp_url or "",
             "mcp_config": str(config),
+            "mcp_stdio_config": str(stdio_config),
             "workdir": str(workdir),
         }
         argv = [arg.format(**values) for arg in self.argv]

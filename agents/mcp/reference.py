@@ -17,12 +17,14 @@ when it called finish (or the harness ended the episode), 2 for bad arguments.
 from __future__ import annotations
 
 import argparse
+import json
 import os
 import sys
 from pathlib import Path
 
 import anyio
-from mcp import ClientSession
+from mcp import ClientSession, StdioServerParameters
+from mcp.client.stdio import stdio_client
 from mcp.client.streamable_http import streamable_http_client
 
 from undobench_gym.errors import UndoBenchError
@@ -35,11 +37,19 @@ def parse(argv: list[str] | None) -> argparse.Namespace:
     p = argparse.ArgumentParser(prog="undobench-reference-agent", description=__doc__)
     p.add_argument("--agent", required=True, help="an LLM agent spec, e.g. openai:MODEL@URL")
     p.add_argument("--framework", default=None, help="F1 (default for openai) or F2")
+    p.add_argument(
+        "--transport",
+        choices=["http", "stdio"],
+        default="http",
+        help="http: connect to --mcp-url; stdio: launch the server in --mcp-stdio-config",
+    )
     p.add_argument("--mcp-url", default=os.environ.get("UNDOBENCH_MCP_URL"))
+    p.add_argument("--mcp-stdio-config", default=os.environ.get("UNDOBENCH_MCP_STDIO_CONFIG"))
     p.add_argument("--task-file", default=os.environ.get("UNDOBENCH_TASK_FILE"))
     p.add_argument("--task-instance", default=os.environ.get("UNDOBENCH_TASK_INSTANCE"))
     args = p.parse_args(argv)
-    for flag in ("mcp_url", "task_file", "task_instance"):
+    where = "mcp_url" if args.transport == "http" else "mcp_stdio_config"
+    for flag in (where, "task_file", "task_instance"):
         if not getattr(args, flag):
             p.error(f"--{flag.replace('_', '-')} is needed (or its UNDOBENCH_ variable)")
     return args
@@ -48,6 +58,15 @@ def parse(argv: list[str] | None) -> argparse.Namespace:
 async def run(args: argparse.Namespace) -> str:
     agent = make_agent(args.agent, framework=args.framework)
     task = Path(args.task_file).read_text()
+    if args.transport == "stdio":
+        entry = json.loads(Path(args.mcp_stdio_config).read_text())["mcpServers"]["undobench"]
+        params = StdioServerParameters(command=entry["command"], args=entry["args"])
+        async with (
+            stdio_client(params) as (read, write),
+            ClientSession(read, write) as session,
+        ):
+            await session.initialize()
+            return await drive(session, agent, task, args.task_instance)
     async with (
         streamable_http_client(args.mcp_url) as (read, write, _session_id),
         ClientSession(read, write) as session,

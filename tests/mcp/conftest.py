@@ -52,7 +52,12 @@ def use_gold(server: FakeServer, workflows: list[str]) -> FakeServer:
 
 
 #: What this package's tests start: agent programs, `undobench mcp`, the test scripts.
-MARKERS = ("undobench_gym.agents.mcp", "undobench_gym.cli mcp", "agent.py")
+MARKERS = (
+    "undobench_gym.agents.mcp",
+    "undobench_gym.cli mcp",
+    "undobench_gym.mcp.relay",
+    "agent.py",
+)
 THREADS = ("mcp-http", "mcp-control", "mcp-agent")
 
 

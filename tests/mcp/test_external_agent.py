@@ -25,7 +25,7 @@ from undobench_gym.agents.mcp.episode import EpisodeContext, McpAgent
 
 from undobench_gym.catalog import find_workflow
 from undobench_gym.errors import UndoBenchError
-from undobench_gym.pairing import run_episode
+from undobench_gym.pairing import run_episode, run_pair
 from undobench_gym.runner import expand, run_sweep
 from undobench_gym.trials import read_trials
 
@@ -156,3 +156,29 @@ def test_a_silent_program_is_truncated_and_killed(env_for: Any, tmp_path: Path) 
     record = episode(env_for, agent, fault=None)
     assert record["truncated"] is True and record["truncated_reason"] == "time_limit"
     assert seen and seen[0].exit_code() is not None  # killed, not left running
+
+
+def test_an_agent_that_launches_a_stdio_server(fake: Any, env_for: Any) -> None:
+    """`{mcp_stdio_config}`: the agent launches the relay over stdio; same verdicts as the
+    in-process agent, and the relay is gone with the episode."""
+    use_gold(fake, [WF.id])
+    direct = make_agent(f"openai:fake@{fake.base_url}")
+    stdio = make_agent(
+        f"cmd:{PY} -m undobench_gym.agents.mcp.reference --transport stdio "
+        f"--agent openai:fake@{fake.base_url}"
+    )
+    runs = [
+        run_pair(
+            env_for("payments"),
+            agent,
+            workflow=WF,
+            scenario=WF.scenario("lost-ack"),
+            seed=2,
+            method="bare",
+            runtime="process",
+        )
+        for agent in (direct, stdio)
+    ]
+    for part in ("control", "fault"):
+        assert verdicts(runs[1][part]) == verdicts(runs[0][part]), stdio.launcher.last_log
+    assert runs[1]["fault"]["fault_fired"] is True
