@@ -19,9 +19,13 @@ from dataclasses import dataclass, field
 from typing import Any, Protocol
 
 from undobench_gym.deadline import AgentOverTime
+from undobench_gym.errors import ProviderUnavailable
 from undobench_gym.mcp.bridge import Bridge
 from undobench_gym.mcp.server import HttpServer, build_server
 
+#: An agent program that exits with this code (EX_TEMPFAIL) says its model provider was
+#: unavailable: an infrastructure error, retried like a dead stack, not the agent's failure.
+PROVIDER_EXIT = 75
 #: Seconds an agent may take for one action when the harness sets no limit of its own.
 DEFAULT_TIME_LIMIT_S = 600.0
 POLL_S = 0.1
@@ -105,6 +109,8 @@ class McpAgent:
                 if action is not None:
                     self._waiting = True
                     return action
+                if code == PROVIDER_EXIT:
+                    raise ProviderUnavailable(f"{self.name}: the agent's model provider failed")
                 summary = f"the agent exited (code {code}) without calling finish"
                 return {"tool": "finish", "arguments": {"status": "gave_up", "summary": summary}}
             if time.monotonic() > deadline:

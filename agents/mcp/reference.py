@@ -11,7 +11,9 @@ UNDOBENCH_TASK_INSTANCE), so the whole sweep command is
         --agent openai:MODEL@URL"
 
 Its model settings come from the UNDOBENCH_LLM_* variables, as in-process. Exit codes: 0
-when it called finish (or the harness ended the episode), 2 for bad arguments.
+when it called finish (or the harness ended the episode), 2 for bad arguments, 75 when the
+model provider stayed unavailable (the harness records an infrastructure error, as for
+the in-process agent).
 """
 
 from __future__ import annotations
@@ -27,10 +29,11 @@ from mcp import ClientSession, StdioServerParameters
 from mcp.client.stdio import stdio_client
 from mcp.client.streamable_http import streamable_http_client
 
-from undobench_gym.errors import UndoBenchError
+from undobench_gym.errors import ProviderUnavailable, UndoBenchError
 
 from ..factory import make_agent
 from .client import drive
+from .episode import PROVIDER_EXIT
 
 
 def parse(argv: list[str] | None) -> argparse.Namespace:
@@ -75,13 +78,26 @@ async def run(args: argparse.Namespace) -> str:
         return await drive(session, agent, task, args.task_instance)
 
 
+def _find(exc: BaseException, kind: type[Exception]) -> BaseException | None:
+    if isinstance(exc, kind):
+        return exc
+    if isinstance(exc, BaseExceptionGroup):
+        return next((f for e in exc.exceptions if (f := _find(e, kind))), None)
+    return None
+
+
 def main(argv: list[str] | None = None) -> int:
     args = parse(argv)
     try:
         ended = anyio.run(run, args)
-    except UndoBenchError as exc:
-        print(f"reference agent: {exc}", file=sys.stderr)
-        return 2
+    except Exception as exc:  # the SDK's task groups wrap errors in exception groups
+        if found := _find(exc, ProviderUnavailable):  # an infrastructure error, as in process
+            print(f"reference agent: model provider unavailable: {found}", file=sys.stderr)
+            return PROVIDER_EXIT
+        if found := _find(exc, UndoBenchError):
+            print(f"reference agent: {found}", file=sys.stderr)
+            return 2
+        raise
     print(f"reference agent: {ended}", file=sys.stderr)
     return 0
 

@@ -24,11 +24,13 @@ from undobench_gym.agents.mcp.command import CommandLauncher
 from undobench_gym.agents.mcp.episode import EpisodeContext, McpAgent
 
 from undobench_gym.catalog import find_workflow
-from undobench_gym.errors import UndoBenchError
+from undobench_gym.errors import ProviderUnavailable, UndoBenchError
+from undobench_gym.executors.worker import GuardedAgent
 from undobench_gym.pairing import run_episode, run_pair
 from undobench_gym.runner import expand, run_sweep
 from undobench_gym.trials import read_trials
 
+from ..doubles.fake_llm_server import failing
 from .conftest import use_gold
 
 # TEST-split workflows (a crash point, lost acknowledgements, a refused request), every
@@ -182,3 +184,18 @@ def test_an_agent_that_launches_a_stdio_server(fake: Any, env_for: Any) -> None:
     for part in ("control", "fault"):
         assert verdicts(runs[1][part]) == verdicts(runs[0][part]), stdio.launcher.last_log
     assert runs[1]["fault"]["fault_fired"] is True
+
+
+def test_a_provider_outage_in_the_program_is_an_infrastructure_error(
+    fake: Any, env_for: Any, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The reference agent exits 75 when its model server stays down; the harness raises
+    ProviderUnavailable (the sweep records and retries an infrastructure error), as for
+    the in-process agent."""
+    fake.policy = failing(use_gold(fake, [WF.id]).policy, range(10_000), status=503)
+    for name, value in (("BACKOFF_S", "0.001"), ("BACKOFF_MAX_S", "0.01"), ("TIMEOUT_S", "5")):
+        monkeypatch.setenv(f"UNDOBENCH_LLM_{name}", value)
+    agent = make_agent(REFERENCE + fake.base_url)
+    with pytest.raises(ProviderUnavailable):
+        episode(env_for, GuardedAgent(agent), fault=None)
+    assert "model provider unavailable" in agent.launcher.last_log
