@@ -69,17 +69,19 @@ def make_agent(spec: str, framework: str | None = None, config: Any = None) -> A
         _framework(framework, "F1")
     spec, mods = split_modifiers(spec)
     annotations = mods.get("annotations", "on") == "on"
-    if spec.startswith("cmd:"):
-        from .mcp.specs import command_agent  # the `mcp` extra
-
-        return command_agent(spec[4:], annotations=annotations, framework=framework)
-    if mods.get("tools") == "mcp" or not annotations:
-        from .mcp.specs import mcp_tools_agent  # the `mcp` extra
-
+    if spec.startswith("cmd:") or mods.get("tools") == "mcp" or not annotations:
+        try:
+            from .mcp import specs as mcp_specs  # the `mcp` extra
+        except ImportError as exc:
+            raise UndoBenchError(
+                f"{spec}: the MCP path needs the mcp extra: pip install -e '.[mcp]' ({exc})"
+            ) from None
+        if spec.startswith("cmd:"):
+            return mcp_specs.command_agent(spec[4:], annotations=annotations, framework=framework)
         if not spec.startswith(("openai:", "vllm:", "hf:")):
             raise UndoBenchError(f"{spec}: #tools=mcp is for LLM agents (openai, vllm, hf)")
         inner = make_agent(spec, framework=framework, config=config)
-        return mcp_tools_agent(inner, annotations=annotations)
+        return mcp_specs.mcp_tools_agent(inner, annotations=annotations)
     if spec == "scripted":
         return ScriptedAgent()
     if spec.startswith("python:"):
