@@ -203,7 +203,7 @@
     if (fp) {
       html += '<div class="fault-point" data-testid="fault-point"><b>Fault point</b>' + (fp.step ? " (fault episode step " + esc(fp.step) + ")" : " (the fault did not hit a call)") +
         "<dl><dt>what the agent saw</dt><dd>" + esc(fp.saw) + "</dd><dt>what happened on the wire</dt><dd>" + esc(fp.wire) +
-        "</dd><dt>in the commit log</dt><dd>" + (fp.committed === true ? "the service committed the call" : fp.committed === false ? "nothing committed by this call" : "–") +
+        "</dd><dt>in the commit log</dt><dd>" + (fp.committed === true ? "the service committed the call" : fp.committed === false ? "nothing committed by this call" : "not in the fault record: see the commit log below") +
         "</dd><dt>fault record</dt><dd>" + esc(fp.record) + "</dd><dt>as planned</dt><dd>" + esc(fp.outcome ? JSON.stringify(fp.outcome) : null) + "</dd></dl></div>";
     }
     html += '<div class="panels">' + verdict(d.verdict.control, "control") + verdict(d.verdict.fault, "fault") + "</div>";
@@ -265,6 +265,8 @@
   var ready = function () {
     document.body.dataset.ready = "1";
     document.body.dataset.readyMs = String(Math.round(performance.now() - t0));
+    // from navigation start (the page's time origin): what a user waits for
+    document.body.dataset.readyAt = String(Math.round(performance.now()));
   };
   if (wanted) {
     var at = -1;
