@@ -6,7 +6,7 @@ import json
 from pathlib import Path
 from typing import Any
 
-from sqlalchemy import JSON, Engine, Integer, String, Text, create_engine, event
+from sqlalchemy import JSON, Engine, Integer, String, Text, create_engine, event, insert
 from sqlalchemy.orm import DeclarativeBase, Mapped, mapped_column
 
 
@@ -65,10 +65,12 @@ def row(obj: Any) -> dict[str, Any]:
 def insert_fixture(
     session: Any, fixture: dict[str, list[dict[str, Any]]], order: tuple[tuple[str, Any], ...]
 ) -> None:
-    """Insert fixture rows model by model, parents first (foreign keys)."""
+    """Insert fixture rows model by model, parents first (foreign keys), as ORM bulk
+    INSERTs (one executemany per model and key set): the same rows and defaults as adding
+    an object per row, at a fraction of the cost (a reset is on every episode's path)."""
     for key, model in order:
-        session.add_all(model(**r) for r in fixture[key])
-        session.flush()
+        if fixture[key]:
+            session.execute(insert(model), fixture[key])
 
 
 HARNESS_TABLES = ("commit_log", "meta", "service_config", "idempotency_keys")
