@@ -44,7 +44,14 @@ def _cli(*args: str) -> None:
 
 
 @pytest.fixture(scope="module")
-def run_dir(tmp_path_factory: pytest.TempPathFactory) -> Path:
+def chromium() -> str:
+    """Checked before the sweep, so a machine without the browser skips (or, in CI, fails)
+    at once."""
+    return require_browser()
+
+
+@pytest.fixture(scope="module")
+def run_dir(chromium: str, tmp_path_factory: pytest.TempPathFactory) -> Path:
     out = tmp_path_factory.mktemp("html-sweep")
     _cli("run", *SWEEP, "--out", str(out), "--quiet")
     _cli("report", str(out), "--html")
@@ -57,9 +64,8 @@ def _trials(out: Path) -> list[dict[str, Any]]:
 
 
 def test_filter_then_open_a_pair_shows_the_fault_and_the_duplicate(
-    run_dir: Path, tmp_path: Path
+    chromium: str, run_dir: Path, tmp_path: Path
 ) -> None:
-    path = require_browser()
     shots = Path(os.environ.get("UB_SCREENSHOTS") or tmp_path)
     shots.mkdir(parents=True, exist_ok=True)
     trials = _trials(run_dir)
@@ -69,7 +75,7 @@ def test_filter_then_open_a_pair_shows_the_fault_and_the_duplicate(
         if t["control"].get("success") and "duplicate" in harms_of(t["fault"])
     ]
     assert wanted, "the sweep should give at least one duplicated fault episode"
-    with browser(path) as b:
+    with browser(chromium) as b:
         page = b.new_page(viewport={"width": 1360, "height": 900})
         requests: list[str] = []
         errors: list[str] = []
