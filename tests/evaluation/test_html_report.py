@@ -159,6 +159,19 @@ def test_the_server_serves_the_run_directory_on_loopback(tmp_path: Path) -> None
         server.server_close()
 
 
+def test_view_on_a_port_in_use_is_a_clear_error(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    (tmp_path / "trials.jsonl").write_text("")
+    (tmp_path / REPORT_FILE).write_text("<html></html>")
+    busy = make_server(tmp_path)
+    try:
+        assert main(["view", str(tmp_path), "--port", str(busy.server_address[1])]) == 2
+        assert "cannot listen on 127.0.0.1" in capsys.readouterr().err
+    finally:
+        busy.server_close()
+
+
 def test_view_writes_the_report_prints_the_url_and_stops_on_ctrl_c(
     tmp_path: Path, lost_ack: dict[str, Any]
 ) -> None:
