@@ -22,8 +22,9 @@ process dies mid-mutation and is restarted), a lost acknowledgement, and a pre-m
   write          appending the record to trials.jsonl (fsync)
   harness        everything else in the worker's run of the pair
 
-CPU seconds are read for the driver (this process), the live service and proxy, and the
-children reaped on the way (a crashed service). Quote medians from one run together.
+CPU seconds are read for the driver (this process), the service (its fork server and
+every server process it forked, crashed ones included) and the proxy. Quote medians from
+one run together.
 """
 
 from __future__ import annotations
@@ -112,17 +113,29 @@ def instrument() -> None:
     timed(docker.DockerRuntime, "wait_healthy", "health")
 
 
-def cpu_of(pid: int) -> float:
+def _stat(pid: int) -> list[str]:
     try:
-        fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+        return Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
     except OSError:
+        return []
+
+
+def cpu_of(pid: int) -> float:
+    """CPU seconds of `pid`, with its children's (reaped or live): a fork server's
+    zygote, the servers it forked and the crashed ones it reaped."""
+    fields = _stat(pid)
+    if not fields:
         return 0.0
-    return (int(fields[11]) + int(fields[12])) / CLK_TCK
+    total = sum(int(fields[i]) for i in (11, 12, 13, 14)) / CLK_TCK
+    for task in Path(f"/proc/{pid}/task").glob("*/children"):
+        for child in task.read_text().split():
+            total += cpu_of(int(child))
+    return total
 
 
 def cpu_snapshot(worker: TrialWorker) -> dict[str, float]:
     t = os.times()
-    snap = {"driver": t.user + t.system, "reaped children": t.children_user + t.children_system}
+    snap = {"driver": t.user + t.system}
     for pool in worker.pools.values():
         for env in pool.envs.values():
             rt: Any = env.runtime

@@ -1,4 +1,5 @@
-"""A sweep driver (`python -m undobench_gym.cli run`) interrupted by SIGINT or SIGKILL.
+"""A sweep driver (`python -m undobench_gym.cli run`) interrupted by SIGINT, SIGTERM or
+SIGKILL.
 
 After the signal no service, proxy or worker of the driver may still run (checked by pid:
 PR_SET_PDEATHSIG and process groups), every line of trials.jsonl must be a whole trial,
@@ -105,17 +106,23 @@ def resume(out: Path, workers: int) -> None:
     check_file(out, complete=True)
 
 
-@pytest.mark.parametrize("workers", [1, 2])
-def test_sigint_keeps_recorded_trials_and_resume_completes(
-    workers: int, tmp_path: Path, figures: Figures
+@pytest.mark.parametrize(
+    ("sig", "workers"),
+    [(signal.SIGINT, 1), (signal.SIGINT, 2), (signal.SIGTERM, 1), (signal.SIGTERM, 2)],
+)
+def test_sigint_or_sigterm_keeps_recorded_trials_and_resume_completes(
+    sig: signal.Signals, workers: int, tmp_path: Path, figures: Figures
 ) -> None:
+    """Ctrl-C, or SIGTERM from a scheduler (`timeout`, systemd, SLURM, Kubernetes): the
+    same orderly stop, exit 130 or 143."""
     proc = start(tmp_path, workers)
     wait_for_trials(proc, tmp_path, 3)
     children = stack_of(proc.pid)
     assert children, "no stack processes under the driver"
-    proc.send_signal(signal.SIGINT)
+    proc.send_signal(sig)
     _, err = proc.communicate(timeout=120)
-    assert proc.returncode == 130, (proc.returncode, err.decode()[-2000:])
+    expected = 130 if sig == signal.SIGINT else 143
+    assert proc.returncode == expected, (proc.returncode, err.decode()[-2000:])
     assert "--resume" in err.decode()
     assert not wait_gone([p.pid for p in children], timeout=15), "processes outlived Ctrl-C"
     assert not any(d.exists() for d in workdirs(children)), "a stack's workdir was left behind"
@@ -124,7 +131,7 @@ def test_sigint_keeps_recorded_trials_and_resume_completes(
     resume(tmp_path, workers)
     figures.add(
         "harness_faults",
-        f"sigint_driver_workers{workers}",
+        f"{sig.name.lower()}_driver_workers{workers}",
         {
             "recorded_before_signal": kept,
             "planned": planned(),

@@ -5,7 +5,10 @@ the chosen handler, turning project errors into exit codes."""
 from __future__ import annotations
 
 import argparse
+import signal
 import sys
+import threading
+from types import FrameType
 
 from ..errors import UndoBenchError
 from . import audit, evaluate, mcp, run, serve, stacks, tasks, view
@@ -31,14 +34,27 @@ def build_parser() -> argparse.ArgumentParser:
     return p
 
 
+class Terminated(KeyboardInterrupt):
+    """SIGTERM (what `timeout`, systemd, SLURM and Kubernetes send), raised where Ctrl-C
+    would be, so that it unwinds the same way: stacks closed, workdirs removed, workers
+    stopped, recorded trials kept."""
+
+
+def _terminate(_sig: int, _frame: FrameType | None) -> None:
+    signal.signal(signal.SIGTERM, signal.SIG_IGN)  # one unwinding, even if sent again
+    raise Terminated
+
+
 def main(argv: list[str] | None = None) -> int:
     args = build_parser().parse_args(argv)
+    if threading.current_thread() is threading.main_thread():
+        signal.signal(signal.SIGTERM, _terminate)
     try:
         code: int = args.func(args)
         return code
     except UndoBenchError as exc:
         print(f"undobench: error: {exc}", file=sys.stderr)
         return 2
-    except KeyboardInterrupt:
+    except KeyboardInterrupt as exc:
         print("undobench: interrupted; recorded trials are kept (use --resume)", file=sys.stderr)
-        return 130
+        return 143 if isinstance(exc, Terminated) else 130
