@@ -79,10 +79,20 @@ async def drive(
     return "stopped"
 
 
+def leaf(exc: BaseException) -> BaseException:
+    """The error itself, out of the exception groups the SDK's task groups wrap it in."""
+    while isinstance(exc, BaseExceptionGroup) and exc.exceptions:
+        exc = exc.exceptions[0]
+    return exc
+
+
 class _Thread:
     def __init__(self, thread: threading.Thread, stop: threading.Event) -> None:
         self.thread, self.stop_event = thread, stop
         self.code: int | None = None
+        #: What the agent raised, re-raised in the harness's thread so that it is sorted
+        #: as on the direct path (a provider outage is infrastructure, the rest the agent's).
+        self.error: BaseException | None = None
 
     def exit_code(self) -> int | None:
         return None if self.thread.is_alive() else (self.code if self.code is not None else 0)
@@ -100,7 +110,6 @@ class ThreadLauncher:
 
     def __init__(self, agent: Any) -> None:
         self.agent = agent
-        self.error: BaseException | None = None
 
     def start(self, ctx: EpisodeContext) -> _Thread:
         stop = threading.Event()
@@ -112,9 +121,8 @@ class ThreadLauncher:
         def run() -> None:
             try:
                 anyio.run(main)
-            except BaseException as exc:  # the agent's failure: the episode ends as a give-up
-                self.error = exc
-                handle.code = 1
+            except BaseException as exc:
+                handle.error, handle.code = leaf(exc), 1
 
         thread = threading.Thread(target=run, name="mcp-agent", daemon=True)
         handle = _Thread(thread, stop)

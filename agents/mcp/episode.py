@@ -109,6 +109,9 @@ class McpAgent:
                 if action is not None:
                     self._waiting = True
                     return action
+                error = getattr(running, "error", None)
+                if isinstance(error, Exception):  # an in-process agent's own exception
+                    raise error
                 if code == PROVIDER_EXIT:
                     raise ProviderUnavailable(f"{self.name}: the agent's model provider failed")
                 summary = f"the agent exited (code {code}) without calling finish"

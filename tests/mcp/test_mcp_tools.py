@@ -16,10 +16,11 @@ from undobench_gym.agents.factory import make_agent
 from undobench_gym.agents.llm.base import LLMConfig
 
 from undobench_gym.catalog import find_workflow
-from undobench_gym.errors import UndoBenchError
-from undobench_gym.pairing import run_pair
+from undobench_gym.errors import ProviderUnavailable, UndoBenchError
+from undobench_gym.executors.worker import GuardedAgent
+from undobench_gym.pairing import run_episode, run_pair
 
-from ..doubles.fake_llm_server import gold_plan, malformed
+from ..doubles.fake_llm_server import failing, gold_plan, malformed
 from .conftest import plans
 from .test_external_agent import verdicts
 
@@ -80,3 +81,27 @@ def test_annotations_off_is_an_mcp_arm_with_its_own_name(fake: Any) -> None:
         make_agent("scripted#tools=mcp")
     with pytest.raises(UndoBenchError, match="expected one of"):
         make_agent("scripted#tools=grpc")
+
+
+@pytest.mark.parametrize("status", [503, 400])
+def test_agent_errors_are_sorted_as_on_the_direct_path(
+    fake: Any, env_for: Any, status: int
+) -> None:
+    """A model server that stays down is infrastructure either way (ProviderUnavailable);
+    a request it rejects is the agent's exception, counted and scored the same."""
+    fake.policy = failing(gold_plan(plans([WF.id])), range(10_000), status=status)
+    spec = f"openai:fake@{fake.base_url}"
+    outcomes = []
+    for s in (spec, spec + "#tools=mcp"):
+        agent = GuardedAgent(make_agent(s, "F1", FAST))
+        try:
+            record = run_episode(env_for("payments"), agent, seed=1, workflow=WF.id, fault=None)
+        except ProviderUnavailable:
+            outcomes.append("provider unavailable")
+            continue
+        outcomes.append((verdicts(record), agent.exceptions))
+    assert outcomes[0] == outcomes[1]
+    assert (outcomes[0] == "provider unavailable") == (status == 503)
+    if status == 400:
+        (verdict, exceptions) = outcomes[0]
+        assert exceptions == 1 and verdict["finish_status"] == "gave_up"
