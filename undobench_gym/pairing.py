@@ -18,7 +18,8 @@ class Agent(Protocol):
     `info["observation"]`. A harness agent that follows the gold plan (the scripted
     baseline, the oracle-conformance perturbations) implements `reset(plan)` instead.
     Optional: `checkpoint() -> state` and `restore(state)` for POST_ACK_PRE_CHECKPOINT,
-    and `end_episode()`, called when an episode ends however it ends."""
+    and `end_episode(last_observation | None)`, called when an episode ends however it
+    ends (None: it ended without a last step, e.g. on the time limit)."""
 
     name: str
 
@@ -66,6 +67,7 @@ def run_episode(
     plan = base.gold_plan()
     _start(agent, plan, reset_info, obs)
     checkpoint = agent.checkpoint() if hasattr(agent, "checkpoint") else None
+    last: str | None = None  # the observation of the step that ended the episode
     try:
         while True:
             left = None if time_limit is None else time_limit - (time.monotonic() - t0)
@@ -76,6 +78,7 @@ def run_episode(
                 return _with_agent_view(env, base.truncate("time_limit")["episode"])
             obs, _r, terminated, truncated, info = env.step(action)
             if terminated or truncated:
+                last = obs
                 record: dict[str, Any] = info["episode"]
                 return _with_agent_view(env, record)
             if info.get("worker_crash"):
@@ -89,9 +92,9 @@ def run_episode(
                 obs = initial
     finally:
         # An agent that runs beside the harness (an MCP agent program) stops with its
-        # episode, however the episode ended.
+        # episode, however the episode ended; it gets the last step's observation, if any.
         if hasattr(agent, "end_episode"):
-            agent.end_episode()
+            agent.end_episode(last)
 
 
 def _faulted_step(transcript: list[dict[str, Any]], call_index: int | None) -> int | None:

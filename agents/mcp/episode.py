@@ -81,7 +81,7 @@ class McpAgent:
         self._waiting = False  # an action was handed out and awaits its observation
 
     def reset_task(self, info: dict[str, Any]) -> None:
-        self.end_episode()  # a worker-crash restart: the old agent is gone with its worker
+        self.end_episode(None)  # a worker-crash restart: the old agent goes with its worker
         self._bridge = Bridge(info["tools"])
         server = build_server(self._bridge, annotations=self.annotations)
         ctx = EpisodeContext(str(info["task"]), str(info["task_instance"]), server=server)
@@ -119,12 +119,15 @@ class McpAgent:
             if time.monotonic() > deadline:
                 raise AgentOverTime(f"no tool call from the agent in {self.time_limit_s:g}s")
 
-    def end_episode(self) -> None:
+    def end_episode(self, last_observation: str | None = None) -> None:
+        """Stop the agent and the server; a call still waiting gets `last_observation`
+        (the env's answer to the step that ended the episode) when there is one."""
         bridge, running, http = self._bridge, self._running, self._http
+        waiting = self._waiting
         self._bridge = self._running = self._http = None
         self._waiting = False
         if bridge is not None:
-            bridge.close()
+            bridge.close(last_observation if waiting else None)
         if running is not None:
             with contextlib.suppress(Exception):
                 running.stop()

@@ -8,10 +8,10 @@ thread) is handed to the harness as the next action and waits; the harness steps
 through whatever method wraps it, and the observation it gets is the call's result. So an
 MCP agent is scored by exactly the code that scores an in-process one.
 
-`finish` is the exception that proves the rule: the env's answer to a valid finish ends
-the episode, and no further action is asked for, so the bridge answers it (with the env's
-own text) when the harness closes the episode. A call still waiting when the episode ends
-for another reason (step or time limit) gets an error result; later calls get one at once.
+The step that ends an episode (a valid `finish`, the last step of the budget) is answered
+when the harness closes the episode, with that step's observation: no further action is
+asked for. A call still waiting when the episode ends without a step (the time limit) gets
+an error result; later calls get one at once.
 """
 
 from __future__ import annotations
@@ -86,12 +86,13 @@ class Bridge:
         if reply is not None:
             reply.put(observation)
 
-    def close(self) -> None:
-        """The episode is over: a waiting `finish` gets the env's answer to it, any other
-        waiting call an error result, and every later call an error result."""
+    def close(self, last_observation: str | None = None) -> None:
+        """The episode is over: a waiting call gets the env's answer to it when the step
+        it asked for ended the episode (`last_observation`; for a `finish` the env's
+        answer is known anyway), else an error result; every later call an error result."""
         with self._state:
             self._closed = True
             reply, self._reply = self._reply, None
             finished = self._pending_finish
         if reply is not None:
-            reply.put(FINISHED if finished else None)
+            reply.put(last_observation or (FINISHED if finished else None))
