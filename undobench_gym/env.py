@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import json
 import time
+from collections.abc import Callable
 from typing import Any, SupportsFloat
 
 import gymnasium as gym
@@ -77,6 +78,7 @@ class UndoBenchEnv(gym.Env[str, str]):
         self.observation_space = JsonText()
         self._episode: Episode | None = None
         self._suspect = False  # a failure was seen: probe the stack before the next call
+        self._verified = False  # the last verdict probed and read the stack; no call since
         self._unplanned_exits = 0
 
     def _tools_for(self, names: list[str]) -> dict[str, ToolSpec]:
@@ -100,16 +102,19 @@ class UndoBenchEnv(gym.Env[str, str]):
         workflow = self._pick_workflow(ep_seed, options.get("workflow"))
         scenario = self._pick_scenario(workflow, options.get("fault"))
         rt = self.runtime
-        rt.wait_healthy(probe=True)
+        # The last episode's verdict probed the stack and read it whole: nothing has run on
+        # it since, so the reset itself is the check (a failed one probes and retries).
+        rt.wait_healthy(probe=not self._verified)
+        self._verified = False
         self._unplanned_exits = rt.unplanned_exits  # what happened before is not ours
-        self._stack.reset_state(ep_seed)
+        self._probed_retry(lambda: self._stack.reset_state(ep_seed))
         params = workflow.draw_params(ep_seed, self._domain.fixture(ep_seed))
         # What the agent sees is the same for the control and the fault episode of a pair
         # (an opaque pair-level id); the proxy and the harness know the episode apart.
         public_id = stable_id("task", ep_seed, workflow.id)
         wire_id = stable_id("ep", ep_seed, workflow.id, scenario.id if scenario else "control")
         fault = boundaries.resolve(scenario, ep_seed, workflow.id, self.http_timeout)
-        self._stack.start_episode(wire_id, fault.plan)
+        self._probed_retry(lambda: self._stack.start_episode(wire_id, fault.plan))
         tools = self._tools_for(workflow.tools)
         self._episode = Episode(
             public_id=public_id,
@@ -229,6 +234,16 @@ class UndoBenchEnv(gym.Env[str, str]):
             f"during episode {ep.public_id}: the episode is void; call reset() to start again"
         )
 
+    def _probed_retry(self, call: Callable[[], None]) -> None:
+        """A harness call between episodes; if the stack does not answer, probe it (which
+        restarts what exited) and call once more."""
+        try:
+            call()
+        except httpx.TransportError:
+            self.runtime.wait_healthy(probe=True)
+            self._unplanned_exits = self.runtime.unplanned_exits
+            call()
+
     def _finish(self, ep: Episode, *, finished: bool, truncated: bool) -> Verdict:
         ep.done = True
         self.runtime.wait_healthy(probe=True)
@@ -236,6 +251,7 @@ class UndoBenchEnv(gym.Env[str, str]):
         state = self._stack.state()
         commit_log = self._stack.commit_log()
         wire = self._stack.wire()  # waits for held flows (a `timeout` fault)
+        self._verified = True
         statuses = {
             e.index: e.upstream_status or e.status for e in wire.events if e.index is not None
         }
