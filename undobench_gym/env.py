@@ -19,7 +19,7 @@ from gymnasium.error import ResetNeeded
 from . import boundaries, catalog
 from .actions import ActionError, ToolCall, call_identity, parse_action, to_request
 from .catalog import FINISH, FINISH_TOOL, ToolSpec
-from .contract import IDEMPOTENCY_MODES, IdempotencyMode
+from .contract import IDEMPOTENCY_MODES, IdempotencyMode, WireLog
 from .episode import CallRecord, Episode, Outcome
 from .errors import StackUnhealthyError, UndoBenchError
 from .oracles import committed_calls, evaluate, reissues_after_commit
@@ -189,6 +189,7 @@ class UndoBenchEnv(gym.Env[str, str]):
             resp = self._stack.send(req)
         except httpx.TimeoutException:
             self._suspect = True
+            record.timed_out = True
             return {
                 "tool": call.tool,
                 "error": {"type": "transport", "kind": "timeout", "message": "timed out"},
@@ -234,6 +235,21 @@ class UndoBenchEnv(gym.Env[str, str]):
             f"during episode {ep.public_id}: the episode is void; call reset() to start again"
         )
 
+    def _check_no_unplanned_timeout(self, ep: Episode, wire: WireLog) -> None:
+        """A call the client gave up on although no fault was planned on it: the stack was
+        slow (a loaded machine, a short `http_timeout`), and the agent saw a failure the
+        plan did not ask for. Like an unplanned exit, that voids the episode; a sweep
+        records it as an infrastructure error and retries the pair on a fresh stack."""
+        faulted = {e.index for e in wire.events if e.fault}
+        late = [n for n, c in enumerate(ep.calls, 1) if c.timed_out and n not in faulted]
+        if late:
+            raise StackUnhealthyError(
+                f"call {late[0]} ({ep.calls[late[0] - 1].tool}) of episode {ep.public_id} "
+                f"timed out after {self.http_timeout:g}s with no fault planned on it: the "
+                "stack was slow, not faulted, so the episode is void (a longer http_timeout "
+                "helps on a loaded machine); call reset() to start again"
+            )
+
     def _probed_retry(self, call: Callable[[], None]) -> None:
         """A harness call between episodes; if the stack does not answer, probe it (which
         restarts what exited) and call once more."""
@@ -252,6 +268,7 @@ class UndoBenchEnv(gym.Env[str, str]):
         commit_log = self._stack.commit_log()
         wire = self._stack.wire()  # waits for held flows (a `timeout` fault)
         self._verified = True
+        self._check_no_unplanned_timeout(ep, wire)
         statuses = {
             e.index: e.upstream_status or e.status for e in wire.events if e.index is not None
         }

@@ -19,6 +19,7 @@ class CallRecord:
     read_only: bool
     identity: str | None  # semantic identity of a mutating call (for re-issue counts)
     status: int | None = None  # HTTP status; None when the transport failed
+    timed_out: bool = False  # the env's HTTP client gave up waiting for the answer
 
 
 @dataclass

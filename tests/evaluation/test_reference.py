@@ -124,6 +124,7 @@ def test_cli_import_then_report(tmp_path: Path, capsys: pytest.CaptureFixture[st
     trials = read_trials(out / "trials.jsonl")
     retries = summary.pop("retries")
     assert summary.pop("agent_behaviour")["actions"] == 0  # published records: no transcripts
+    assert summary.pop("hints") == []  # no MCP hint ablation in the published study
     assert summary == summarize(trials)
     assert retries["policy"] is None and retries["pairs"] == 12  # imported: no run_meta.json
     assert set(summary["by"]["method"]) == {"B0", "B2"}

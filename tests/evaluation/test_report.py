@@ -65,6 +65,7 @@ def test_write_reports(tmp_path: Path) -> None:
     retries = summary.pop("retries")
     assert retries["pairs"] == len(pairs) and retries["attempts"] >= len(pairs)
     assert summary.pop("agent_behaviour")["pairs"] == len(pairs) - 1
+    assert summary.pop("hints") == []  # no hints-off arm in this run
     assert summary == summarize(read_trials(tmp_path / "trials.jsonl"))
     assert summary == summarize(pairs)
     assert summary["overall"]["N"] == len(pairs) - 1
