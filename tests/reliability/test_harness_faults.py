@@ -179,8 +179,11 @@ def test_interrupted_children_are_process_group_leaders() -> None:
     sit in their own groups, so only the driver decides when they stop."""
     with UndoBenchEnv("payments") as env:
         env.reset(seed=1)
-        pids = env.runtime.pids()  # type: ignore[attr-defined]
-        assert all(os.getpgid(p) == p for p in pids)
+        rt: Any = env.runtime
+        pids = rt.process_pids()  # the service's fork server and its server process too
+        leaders = [c.proc.pid for c in (rt._service, rt._proxy)]
+        assert all(os.getpgid(p) == p for p in leaders)
+        assert {os.getpgid(p) for p in pids} == set(leaders)
         assert all(os.getpgid(p) != os.getpgid(0) for p in pids)
     assert not wait_gone(pids, timeout=10)
 
