@@ -4,7 +4,7 @@
 people and file texts drawn from `fixture_pools`), with every object id computed in
 Python (`objects`), plus the rows the service's SQLite tables hold
 right after a reset: the mirror of refs and files, the commits the service itself wrote
-(`git_commits`) and the releases it cut (`git_releases`). `repos.seed_repositories`
+(`git_commits`) and the releases it cut (`git_releases`). `seeding.seed_repositories`
 writes the same history to disk with `git fast-import`; the tests check both agree.
 
 Every repository has the same shape, so any workflow can run on any of them:

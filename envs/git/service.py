@@ -18,7 +18,8 @@ from .._service.kit import DomainService
 from . import changes, mutations, reads, release
 from .fixture import build_fixture
 from .models import TABLES, CommitRecord, File, Ref, Release, Repository
-from .repos import Repo, data_dir_of, repos_root, seed_repositories
+from .repos import Repo, data_dir_of, repos_root
+from .seeding import seed_repositories
 
 #: Fixture rows by key, and the tables they seed.
 FIXTURE_ORDER = (
