@@ -56,7 +56,8 @@ def _is_read_only(tool: str, wire: dict[str, bool], domain: str | None) -> bool:
     return bool(domain) and _catalog_read_only(str(domain)).get(tool, False)
 
 
-def _identity(action: Any) -> str:
+def action_identity(action: Any) -> str:
+    """A call's identity for alignment and retry detection (an idempotency key aside)."""
     if not isinstance(action, dict):
         return repr(action)
     args = action.get("arguments")
@@ -78,7 +79,7 @@ def unobserved_mutations(episode: Episode, domain: str | None = None) -> list[st
         if not isinstance(obs, dict) or "tool" not in obs:
             continue  # not an HTTP call: an invalid action, or finish
         tool = str(obs["tool"])
-        ident = _identity(entry.get("action"))
+        ident = action_identity(entry.get("action"))
         if _is_read_only(tool, wire, domain):
             if _definite(obs):
                 pending.clear()

@@ -12,7 +12,7 @@ from __future__ import annotations
 import json
 from typing import Any
 
-from ..outcomes import faulted_position
+from ..outcomes import action_identity, faulted_position
 
 #: The longest text kept of one action argument set or observation body in the viewer.
 TEXT_LIMIT = 600
@@ -31,16 +31,6 @@ Episode = dict[str, Any]
 def short(value: Any, limit: int = TEXT_LIMIT) -> str:
     text = value if isinstance(value, str) else json.dumps(value, sort_keys=True, default=str)
     return text if len(text) <= limit else text[: limit - 1] + "…"
-
-
-def _identity(action: Any) -> str:
-    """A call's identity for alignment and retry detection (an idempotency key aside)."""
-    if not isinstance(action, dict):
-        return repr(action)
-    args = action.get("arguments")
-    if isinstance(args, dict):
-        args = {k: v for k, v in args.items() if k != "idempotency_key"}
-    return json.dumps([action.get("tool"), args], sort_keys=True, default=str)
 
 
 def _action_text(action: Any) -> str:
@@ -103,8 +93,8 @@ def _wrapper_kinds(ep: Episode, tools: dict[str, str]) -> dict[int, str]:
     for step in view:
         span = list(range(pos, min(pos + int(step.get("env_steps") or 0), len(transcript))))
         pos += len(span)
-        own = _identity(step.get("action"))
-        ids = [_identity(transcript[i].get("action")) for i in span]
+        own = action_identity(step.get("action"))
+        ids = [action_identity(transcript[i].get("action")) for i in span]
         first = next((i for i, x in zip(span, ids, strict=True) if x == own), None)
         if first is None and span:
             first = span[0]
@@ -188,7 +178,7 @@ def episode_cells(ep: Episode | None, domain_tools: dict[str, str]) -> list[dict
             {
                 "n": entry.get("step", pos + 1),
                 "who": kinds.get(pos, "agent"),
-                "id": _identity(action),
+                "id": action_identity(action),
                 "a": _action_text(action),
                 "o": _observation_text(obs),
                 "w": wire_text(event),
