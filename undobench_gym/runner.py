@@ -18,11 +18,11 @@ from .agents.factory import make_agent as build_agent
 from .agents.llm.model_server import local_agents
 from .catalog import find_workflow
 from .errors import UndoBenchError
-from .evaluation.report import write_reports
 from .executors import DEFAULT_MAX_STACKS, RetryPolicy, TrialTask, make_executor
 from .executors.base import PROVIDER, USAGE, Executor, Outcome, StackKey
 from .executors.meta import RunMeta, progress_bar
 from .executors.schedule import Scheduler
+from .extras import require
 from .pairing import Agent, pair_id
 from .specs import FaultScenario, WorkflowSpec
 from .trials import TrialWriter, read_trials
@@ -205,13 +205,17 @@ def run_sweep(
     ray_address: str | None = None,
     max_stacks: int = DEFAULT_MAX_STACKS,
     hard_timeout_grace: float | None = None,
+    report: bool = True,
 ) -> dict[str, Any]:
-    """Run `trials` (skipping recorded pairs when `resume`) and return the summary.
+    """Run `trials` (skipping recorded pairs when `resume`) and return the summary; with
+    `report=False` only record the trials (no `eval` extra needed) and return {}.
 
     `executor` is "local" (one worker in this process; `workers` > 1 spawns processes) or
     "ray", or a ready `Executor` to reuse across sweeps (then `workers`, `trial_timeout`,
     `max_stacks` and `ray_address` are its own, and it is left open)."""
     retry = retry or RetryPolicy()
+    if report:
+        require("eval", "the sweep's reports", hint=", or record trials only (--no-report)")
     trials_path = out / "trials.jsonl"
     if trials_path.exists() and trials_path.stat().st_size and not resume:
         raise UndoBenchError(
@@ -257,6 +261,10 @@ def run_sweep(
                             ex.close()
             finally:
                 meta.finish(written=written, replaced=replaced, trials=read_trials(trials_path))
+    if not report:
+        return {}
+    from .evaluation.report import write_reports  # the eval extra: checked above
+
     summary: dict[str, Any] = write_reports(out)
     return summary
 

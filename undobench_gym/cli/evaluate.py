@@ -7,6 +7,7 @@ import json
 from pathlib import Path
 from typing import Any
 
+from ..extras import require
 from .args import margin, run_dir
 from .summary import print_summary
 
@@ -54,6 +55,7 @@ def add_import_reference(sub: Any) -> None:
 
 
 def report(args: argparse.Namespace) -> int:
+    require("eval", "`undobench report`")
     from ..evaluation.report import write_reports
 
     out = run_dir(args.dir)
@@ -91,6 +93,7 @@ def import_reference(args: argparse.Namespace) -> int:
         f"wrote {counts['written']} new pairs to {out / 'trials.jsonl'}"
     )
     if not args.no_report:
+        require("eval", "the reports", hint=", or pass --no-report")
         write_reports(out, plots=not args.no_plots)
         print(f"wrote {out / 'summary.json'}, {out / 'summary.csv'}, {out / 'report.md'}")
     return 0

@@ -36,7 +36,7 @@ def add(sub: Any) -> None:
     )
     r.add_argument("--sweep", metavar="FILE", help="sweep file (.toml/.yaml): the factorial")
     r.add_argument("--workflows", help="comma-separated workflow ids")
-    r.add_argument("--split", choices=["dev", "val", "test"])
+    r.add_argument("--split", choices=["dev", "val", "test", "stress"])
     r.add_argument("--scenarios", help="comma-separated scenario ids (default: all)")
     r.add_argument(
         "--method",
@@ -104,6 +104,11 @@ def add(sub: Any) -> None:
     r.add_argument("--out", required=True, help="run directory")
     r.add_argument("--resume", action="store_true", help="skip pairs already recorded")
     r.add_argument("--quiet", action="store_true", help="no progress bar")
+    r.add_argument(
+        "--no-report",
+        action="store_true",
+        help="record trials.jsonl only, without the 'eval' extra (`undobench report` later)",
+    )
     r.set_defaults(func=run)
 
 
@@ -148,9 +153,13 @@ def run(args: argparse.Namespace) -> int:
         resume=args.resume,
         max_steps=spec.max_steps,
         progress=not args.quiet and sys.stderr.isatty(),
+        report=not args.no_report,
         **execution,
     )
-    print_summary(summary, out)
+    if args.no_report:
+        print(f"recorded {out / 'trials.jsonl'}; reports: undobench report {out}")
+    else:
+        print_summary(summary, out)
     return 0
 
 

@@ -18,7 +18,6 @@ DEPENDENCIES = (
     "uvicorn",
     "mitmproxy.tools.main",
     "gymnasium",
-    "statsmodels",
 )
 
 
@@ -99,6 +98,15 @@ def doctor(args: argparse.Namespace) -> int:
         except Exception as exc:
             ok = False
             print(f"BROKEN  {mod}: {exc}")
+    from ..extras import missing
+
+    absent = missing("eval")
+    print(
+        "ok      eval extra (reports)"
+        if not absent
+        else f"absent  eval extra (reports; missing {', '.join(absent)}): "
+        "pip install 'undobench-gym[eval]'"
+    )
     if ok:
         from ..runtime.process import ProcessRuntime
 

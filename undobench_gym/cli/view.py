@@ -15,6 +15,7 @@ from http.server import SimpleHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 from typing import Any
 
+from ..extras import require
 from .args import run_dir
 
 HOST = "127.0.0.1"
@@ -51,6 +52,7 @@ def view(args: argparse.Namespace) -> int:
 
     out = run_dir(args.dir)
     if args.rebuild or not (out / REPORT_FILE).exists():
+        require("eval", "writing report.html")
         from ..evaluation.report import write_reports
 
         print(f"writing {out / REPORT_FILE} ...", flush=True)
