@@ -21,7 +21,7 @@ SERVE_STAMP := $(VENV)/.serve-installed
 $(STAMP): pyproject.toml Makefile
 	$(PY) -m venv $(VENV)
 	$(BIN)/pip install --quiet --upgrade pip
-	$(BIN)/pip install --quiet -e '.[eval,dev,docker,llm,train,ray,mcp]'
+	$(BIN)/pip install --quiet -e '.[eval,dev,docker,llm,train,ray,mcp,rl]'
 	touch $(STAMP)
 
 setup: $(STAMP)
