@@ -32,6 +32,22 @@ PUBLIC_BASE = "python:3.11-slim"
 LABEL = "io.undobench.project"
 PROJECT = "undobench-gym"
 DEBIAN_PACKAGES = "python3,python3-venv,python3-pip,git,ca-certificates,passwd"
+#: Left out of the imported base: apt's downloaded packages and lists (debootstrap keeps
+#: them), documentation, manual pages and translations. No stack process reads them.
+SLIM_OUT = (
+    "var/cache/apt/archives/",
+    "var/lib/apt/lists/",
+    "usr/share/doc/",
+    "usr/share/man/",
+    "usr/share/locale/",
+    "usr/share/info/",
+)
+
+
+def _slim(member: tarfile.TarInfo) -> tarfile.TarInfo | None:
+    name = member.name.removeprefix("./")
+    keep_dir = any(name == prefix.rstrip("/") for prefix in SLIM_OUT)  # the folder, empty
+    return member if keep_dir or not name.startswith(SLIM_OUT) else None
 
 
 def cache_dir() -> Path:
@@ -94,7 +110,8 @@ class BuildResult:
 def offline_base(client: Any, log: Callable[[str], None]) -> str:
     """Debian bookworm minbase with python3 and git, imported as a local image."""
     key = hashlib.sha256(DEBIAN_PACKAGES.encode()).hexdigest()[:12]
-    tag = f"{OFFLINE_BASE}-{key}"
+    slim = hashlib.sha256("\n".join([DEBIAN_PACKAGES, *SLIM_OUT]).encode()).hexdigest()[:12]
+    tag = f"{OFFLINE_BASE}-{slim}"
     if client.images.list(name=tag):
         return tag
     if shutil.which("debootstrap") is None:
@@ -120,7 +137,7 @@ def offline_base(client: Any, log: Callable[[str], None]) -> str:
     log(f"docker import {tag}")
     tarball = rootfs.with_suffix(".tar")
     with tarfile.open(tarball, mode="w") as tar:
-        tar.add(rootfs, arcname=".")
+        tar.add(rootfs, arcname=".", filter=_slim)
     repository, _, version = tag.partition(":")
     client.api.import_image(
         src=str(tarball), repository=repository, tag=version, changes=[f"LABEL {LABEL}={PROJECT}"]
