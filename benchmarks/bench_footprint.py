@@ -23,9 +23,9 @@ from typing import Any
 
 import httpx
 from undobench_gym.agents.scripted import ScriptedAgent
+from undobench_gym.envs import DOMAIN_NAMES
 
 from undobench_gym.catalog import domain as domain_of
-from undobench_gym.envs import DOMAIN_NAMES
 from undobench_gym.env import UndoBenchEnv
 from undobench_gym.pairing import run_pair
 
