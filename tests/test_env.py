@@ -224,21 +224,19 @@ def test_an_unplanned_exit_voids_the_episode_and_reset_recovers() -> None:
 def test_a_call_timing_out_with_no_fault_planned_voids_the_episode() -> None:
     """A slow stack is not a fault: a call the client gave up on without a planned fault
     voids the episode (an infrastructure error a sweep retries), never scored."""
-    import httpx
-
     from undobench_gym.env import UndoBenchEnv
     from undobench_gym.errors import StackUnhealthyError
 
     with UndoBenchEnv("payments", workflow="pay-charge-customer") as env:
         env.reset(seed=1)
         step = env.gold_plan()[0]
-        client = env._stack.http
-        normal = client.timeout
-        client.timeout = httpx.Timeout(0.0001)  # shorter than any real answer
+        stack = env._stack  # the agent's calls' timeout; the harness's own calls keep theirs
+        normal = stack.timeout
+        stack.timeout = 0.0001  # shorter than any real answer
         try:
             obs = json.loads(env.step(step)[0])
         finally:
-            client.timeout = normal
+            stack.timeout = normal
         assert obs["error"]["kind"] == "timeout"
         with pytest.raises(StackUnhealthyError, match="no fault planned"):
             env.step({"tool": "finish", "arguments": {}})

@@ -188,3 +188,43 @@ def test_resume_after_sigkill_runs_every_pair_exactly_once(tmp_path: Path) -> No
     assert meta["counts"]["pairs"] == len(expected)
     retries = json.loads((out / "summary.json").read_text())["retries"]
     assert retries["policy"] == meta["retry_policy"] and retries["pairs"] == len(expected)
+
+
+def test_the_sweep_default_http_timeout_is_the_envs() -> None:
+    import inspect
+
+    from undobench_gym.env import UndoBenchEnv
+    from undobench_gym.executors.base import DEFAULT_HTTP_TIMEOUT_S
+
+    default = inspect.signature(UndoBenchEnv.__init__).parameters["http_timeout"].default
+    assert default == DEFAULT_HTTP_TIMEOUT_S
+
+
+@pytest.mark.slow
+def test_http_timeout_sets_what_a_timeout_fault_costs_and_nothing_else(tmp_path: Path) -> None:
+    """A lost acknowledgement seen as a timeout: the faulted call waits the sweep's client
+    timeout. A shorter one saves that wait and changes no verdict; run_meta records it."""
+    runs = {}
+    for timeout in (2.0, 0.4):
+        out = tmp_path / f"t{timeout}"
+        argv = ["run", "--workflows", "pay-renew-subscription", "--scenarios", "lost-ack-timeout"]
+        argv += ["--method", "bare,B2", "--seeds", "1", "--quiet", "--out", str(out)]
+        assert main([*argv, "--http-timeout", str(timeout)]) == 0
+        runs[timeout] = {t["pair_id"]: t for t in read_trials(out / "trials.jsonl")}
+        meta = json.loads((out / "run_meta.json").read_text())
+        assert meta["sessions"][-1]["http_timeout_s"] == timeout
+    long, short = runs[2.0], runs[0.4]
+    assert long.keys() == short.keys() and len(long) == 2
+    for pid, record in long.items():
+        for arm in ("control", "fault"):
+            a, b = record[arm], short[pid][arm]
+            assert (a["success"], a["effects"], a["state_hash"]) == (
+                b["success"],
+                b["effects"],
+                b["state_hash"],
+            )
+        assert record["fault"]["fault_fired"] and record["fault"]["fault"]["visible_error"] == (
+            "timeout"
+        )
+        # at least one faulted call waited the client's timeout: 1.6 s less with 0.4 s
+        assert record["wall_ms"] - short[pid]["wall_ms"] > 1200

@@ -19,7 +19,14 @@ from .agents.llm.model_server import local_agents
 from .catalog import find_workflow
 from .errors import UndoBenchError
 from .executors import DEFAULT_MAX_STACKS, RetryPolicy, TrialTask, make_executor
-from .executors.base import PROVIDER, USAGE, Executor, Outcome, StackKey
+from .executors.base import (
+    DEFAULT_HTTP_TIMEOUT_S,
+    PROVIDER,
+    USAGE,
+    Executor,
+    Outcome,
+    StackKey,
+)
 from .executors.meta import RunMeta, progress_bar
 from .executors.schedule import Scheduler
 from .extras import require
@@ -155,7 +162,13 @@ def _error_record(t: TrialTask, agent: str, meta: dict[str, Any], message: str) 
 
 
 def build_tasks(
-    trials: list[TrialSpec], *, agent_spec: str, framework: str | None, runtime: str, max_steps: int
+    trials: list[TrialSpec],
+    *,
+    agent_spec: str,
+    framework: str | None,
+    runtime: str,
+    max_steps: int,
+    http_timeout: float = DEFAULT_HTTP_TIMEOUT_S,
 ) -> tuple[list[TrialTask], dict[str, dict[str, Any]]]:
     """Pairs as executor tasks, plus each pair's agent name/model/framework. Builds every
     agent once here, so a bad agent spec fails before any stack starts."""
@@ -182,7 +195,19 @@ def build_tasks(
         info[pid] = meta
         wf, sc = t.workflow, t.scenario
         tasks.append(
-            TrialTask(pid, wf.id, wf.domain, sc.id, t.method, t.seed, spec, fw, runtime, max_steps)
+            TrialTask(
+                pid,
+                wf.id,
+                wf.domain,
+                sc.id,
+                t.method,
+                t.seed,
+                spec,
+                fw,
+                runtime,
+                max_steps,
+                http_timeout,
+            )
         )
     return tasks, info
 
@@ -206,6 +231,7 @@ def run_sweep(
     max_stacks: int = DEFAULT_MAX_STACKS,
     hard_timeout_grace: float | None = None,
     report: bool = True,
+    http_timeout: float = DEFAULT_HTTP_TIMEOUT_S,
 ) -> dict[str, Any]:
     """Run `trials` (skipping recorded pairs when `resume`) and return the summary; with
     `report=False` only record the trials (no `eval` extra needed) and return {}.
@@ -227,14 +253,25 @@ def run_sweep(
         agent_spec = served.get(agent_spec, agent_spec)
         trials = [replace(t, agent=served.get(t.agent, t.agent)) if t.agent else t for t in trials]
         tasks, info = build_tasks(
-            trials, agent_spec=agent_spec, framework=framework, runtime=runtime, max_steps=max_steps
+            trials,
+            agent_spec=agent_spec,
+            framework=framework,
+            runtime=runtime,
+            max_steps=max_steps,
+            http_timeout=http_timeout,
         )
         with TrialWriter(trials_path) as writer:
             todo = [t for t in tasks if t.pair_id not in writer.done]
             meta = RunMeta(out, retry, trial_timeout=trial_timeout)
             name = executor if isinstance(executor, str) else executor.name
             slots = workers if isinstance(executor, str) else executor.slots
-            meta.start(executor=name, workers=slots, planned=len(tasks), todo=len(todo))
+            meta.start(
+                executor=name,
+                workers=slots,
+                planned=len(tasks),
+                todo=len(todo),
+                http_timeout=http_timeout,
+            )
             written = replaced = 0
             try:
                 if todo:

@@ -13,6 +13,9 @@ from .runtime import Runtime, make_runtime
 
 #: How long past the client's own timeout the verdict waits for held flows' wire events.
 WIRE_SETTLE_MARGIN_S = 2.0
+#: The harness's own calls (reset, state dump, commit log, wire log) wait this long: the
+#: agent's timeout (`timeout`, what a timeout fault costs) applies to the agent's calls only.
+HARNESS_TIMEOUT_S = 30.0
 
 
 class StackClient:
@@ -34,7 +37,8 @@ class StackClient:
             self._runtime = make_runtime(self.runtime_kind, self.domain)
             try:
                 ep = self._runtime.start()
-                self._http = httpx.Client(timeout=self.timeout)
+                harness = max(HARNESS_TIMEOUT_S, self.timeout + WIRE_SETTLE_MARGIN_S + 5.0)
+                self._http = httpx.Client(timeout=harness)
                 for url in ep.admin_urls.values():
                     self._http.post(
                         f"{url}/admin/config", json={"idempotency_mode": self.idempotency}
@@ -95,6 +99,7 @@ class StackClient:
             params=req.params,
             json=req.json,
             headers=req.headers,
+            timeout=self.timeout,
         )
 
     def close(self) -> None:

@@ -105,6 +105,14 @@ def add(sub: Any) -> None:
     r.add_argument("--resume", action="store_true", help="skip pairs already recorded")
     r.add_argument("--quiet", action="store_true", help="no progress bar")
     r.add_argument(
+        "--http-timeout",
+        type=float,
+        default=None,
+        metavar="S",
+        help="the env's client timeout per call (default 2): what a timeout fault costs; "
+        "a call past it with no fault planned voids the pair (retried as infrastructure)",
+    )
+    r.add_argument(
         "--no-report",
         action="store_true",
         help="record trials.jsonl only, without the 'eval' extra (`undobench report` later)",
@@ -154,6 +162,7 @@ def run(args: argparse.Namespace) -> int:
         max_steps=spec.max_steps,
         progress=not args.quiet and sys.stderr.isatty(),
         report=not args.no_report,
+        **({"http_timeout": args.http_timeout} if args.http_timeout is not None else {}),
         **execution,
     )
     if args.no_report:

@@ -28,6 +28,11 @@ USAGE = "usage"
 
 StackKey = tuple[str, str]  # (domain, server-idempotency mode)
 
+#: The env's client timeout in a sweep: UndoBenchEnv's own default (tests/test_sweep.py
+#: checks they agree). A `timeout` fault costs this much per faulted call; a call that
+#: times out with no fault planned voids the episode (an infrastructure error, retried).
+DEFAULT_HTTP_TIMEOUT_S = 2.0
+
 
 @dataclass(frozen=True)
 class TrialTask:
@@ -41,6 +46,7 @@ class TrialTask:
     framework: str | None
     runtime: str
     max_steps: int
+    http_timeout: float = DEFAULT_HTTP_TIMEOUT_S  # the env's client timeout for every call
 
     @property
     def stack_key(self) -> StackKey:

@@ -52,7 +52,15 @@ class RunMeta:
         self.data: dict[str, Any] = {}
         self._t0 = time.monotonic()
 
-    def start(self, *, executor: str, workers: int, planned: int, todo: int) -> None:
+    def start(
+        self,
+        *,
+        executor: str,
+        workers: int,
+        planned: int,
+        todo: int,
+        http_timeout: float | None = None,
+    ) -> None:
         try:
             previous = json.loads(self.path.read_text(encoding="utf-8"))
         except (OSError, ValueError):
@@ -73,6 +81,7 @@ class RunMeta:
                 "pid": os.getpid(),
                 "planned_pairs": planned,
                 "to_run": todo,
+                "http_timeout_s": http_timeout,
             }
         )
         _write_atomic(self.path, self.data)

@@ -118,8 +118,9 @@ class GuardedAgent:
 class StackPool:
     """At most `max_stacks` envs (one stack each), least recently used closed first."""
 
-    def __init__(self, runtime: str, max_steps: int, max_stacks: int) -> None:
+    def __init__(self, runtime: str, max_steps: int, max_stacks: int, http_timeout: float) -> None:
         self.runtime, self.max_steps, self.max_stacks = runtime, max_steps, max(1, max_stacks)
+        self.http_timeout = http_timeout
         self.envs: OrderedDict[StackKey, UndoBenchEnv] = OrderedDict()
 
     def get(self, key: StackKey) -> UndoBenchEnv:
@@ -131,7 +132,11 @@ class StackPool:
             old.close()
         domain, idem = key
         env = UndoBenchEnv(
-            domain, runtime=self.runtime, server_idempotency=idem, max_steps=self.max_steps
+            domain,
+            runtime=self.runtime,
+            server_idempotency=idem,
+            max_steps=self.max_steps,
+            http_timeout=self.http_timeout,
         )
         self.envs[key] = env
         return env
@@ -163,7 +168,7 @@ class TrialWorker:
         # truncated (its failure, scored). The hard alarm at the full timeout stays for
         # what is not the agent's (a harness or a call that hangs).
         self.episode_time_limit = trial_timeout * EPISODE_SHARE if trial_timeout else None
-        self.pools: dict[tuple[str, int], StackPool] = {}
+        self.pools: dict[tuple[str, int, float], StackPool] = {}
         self.agents: dict[tuple[str, str | None], Any] = {}
 
     def _agent(self, spec: str, framework: str | None) -> Any:
@@ -173,9 +178,11 @@ class TrialWorker:
         return self.agents[key]
 
     def _pool(self, task: TrialTask) -> StackPool:
-        key = (task.runtime, task.max_steps)
+        key = (task.runtime, task.max_steps, task.http_timeout)
         if key not in self.pools:
-            self.pools[key] = StackPool(task.runtime, task.max_steps, self.max_stacks)
+            self.pools[key] = StackPool(
+                task.runtime, task.max_steps, self.max_stacks, task.http_timeout
+            )
         return self.pools[key]
 
     def held(self) -> list[StackKey]:
