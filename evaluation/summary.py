@@ -35,6 +35,7 @@ from .metrics import (
     metrics,
 )
 from .pass_k import pass_k
+from .schedules import fault_counts, has_cascades, schedule
 from .stats import (
     cluster_bootstrap,
     mcnemar,
@@ -77,7 +78,10 @@ GROUPS: dict[str, GroupKey] = {
     "domain": "domain",
     "mechanism": mechanism,
     "coin": coin,
+    "schedule": schedule,
 }
+#: Groups shown only when they say something: `schedule` when the run has a cascade.
+OPTIONAL_GROUPS = {"schedule": has_cascades}
 CONTRAST_METRICS = ("rsr", "crsr", "crsr_aware", "der", "uer")
 TOST_MARGIN = 0.10
 MATCH_KEYS = ("workflow", "scenario", "seed", "model", "framework", "agent")
@@ -326,8 +330,13 @@ def summarize(pairs: list[Pair], *, tost_margin: float = TOST_MARGIN) -> dict[st
     so that a group's figures mean the same as the overall ones."""
     valid = [p for p in pairs if not is_infra_error(p)]
     applied = conditioning_applies(valid)
-    groups = {name: _group(pairs, key) for name, key in GROUPS.items()}
+    groups = {
+        name: _group(pairs, key)
+        for name, key in GROUPS.items()
+        if name not in OPTIONAL_GROUPS or OPTIONAL_GROUPS[name](pairs)
+    }
     overall = metrics(pairs, condition=applied)
+    extra = {"faults": fault_counts(valid)} if has_cascades(valid) else {}
     return {
         "overall": overall,
         "by": {
@@ -347,4 +356,5 @@ def summarize(pairs: list[Pair], *, tost_margin: float = TOST_MARGIN) -> dict[st
         },
         "assumptions": ASSUMPTIONS,
         "notes": _notes(valid, applied, overall),
+        **extra,
     }

@@ -14,7 +14,7 @@ from fastapi import FastAPI, HTTPException
 from mitmproxy import ctx
 from pydantic import BaseModel
 
-from undobench_gym.contract import FaultPlan
+from undobench_gym.contract import EpisodeStart, FaultPlan
 
 from .state import STATE, EpisodeState
 
@@ -22,6 +22,7 @@ from .state import STATE, EpisodeState
 class EpisodeIn(BaseModel):
     episode_id: str
     plan: dict[str, Any] | None = None
+    then: list[dict[str, Any]] = []
 
 
 class RoutesIn(BaseModel):
@@ -43,11 +44,15 @@ def create_control_app(state: EpisodeState) -> FastAPI:
     @app.post("/control/episode")
     def episode(body: EpisodeIn) -> dict[str, Any]:
         try:
-            plan = FaultPlan.from_json(body.plan) if body.plan else None
+            start = EpisodeStart(
+                episode_id=body.episode_id,
+                plan=FaultPlan.from_json(body.plan) if body.plan else None,
+                then=[FaultPlan.from_json(p) for p in body.then],
+            )
         except (TypeError, ValueError) as exc:
             raise HTTPException(422, f"bad fault plan: {exc}") from exc
-        state.begin(body.episode_id, plan)
-        return {"episode_id": body.episode_id, "armed": plan is not None}
+        state.begin(start.episode_id, start.plan, start.then)
+        return {"episode_id": body.episode_id, "armed": start.plan is not None}
 
     @app.get("/control/wire")
     def wire(settle: float = 0.0) -> dict[str, Any]:

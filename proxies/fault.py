@@ -1,4 +1,4 @@
-"""Inject the episode's one fault at its planned boundary.
+"""Inject the episode's faults at their planned boundaries.
 
 `drop_request` answers or kills in the `request` hook, so the call never reaches the
 service (PRE_MUTATION). `drop_response` lets the service commit, then loses the reply in
@@ -6,7 +6,9 @@ the `response` hook (POST_MUTATION_PRE_ACK), but only when the service did commi
 a refused call has no commit to lose, so its answer goes through and the fault is recorded
 as not fired (`target`). `crash` arms a named crash point on the forwarded request; the
 service exits there for real and the `error` hook presents the broken connection
-(DURING_MUTATION). The fault only ever lands on the n-th call of a named mutating tool.
+(DURING_MUTATION). A fault only ever lands on a mutating call: the n-th call of a named
+tool, or, for a later fault of a schedule (a cascade), the next mutating call after an
+earlier fault fired. Each plan of the schedule takes one call at most, the first in order.
 Failures look like a real gateway's, never like mitmproxy's own 502 page.
 """
 
@@ -39,8 +41,8 @@ class FaultInjector:
         self.state = state
 
     def _record(self, flow: http.HTTPFlow, stage: str, **extra: Any) -> None:
-        plan = self.state.plan
-        assert plan is not None
+        k = int(flow.metadata.get("ub_plan", 0))
+        plan = self.state.plans[k]
         record = {
             "scenario": plan.scenario,
             "action": plan.action,
@@ -50,8 +52,10 @@ class FaultInjector:
             "visible_error": plan.visible_error,
             **extra,
         }
+        if len(self.state.plans) > 1:
+            record["fault"] = k  # its place in the schedule (a cascade's records only)
         flow.metadata["ub_fault"] = record
-        self.state.mark_fired(record, flow.metadata.get("ub_episode"))
+        self.state.mark_fired(record, flow.metadata.get("ub_episode"), k)
 
     async def _present(
         self, flow: http.HTTPFlow, visible_error: str, timeout_s: float, pad_s: float = 0.0
@@ -74,20 +78,23 @@ class FaultInjector:
             flow.kill()
 
     async def request(self, flow: http.HTTPFlow) -> None:
-        plan = self.state.plan
-        if plan is None or self.state.fired or flow.metadata.get("ub_index") is None:
+        if not self.state.plans or flow.metadata.get("ub_index") is None:
             return
-        if not plan.matches(
+        k = self.state.engage(
+            flow.metadata["ub_index"],
             flow.metadata["ub_tool"],
             flow.metadata["ub_nth"],
             bool(flow.metadata.get("ub_read_only")),
-        ):
+        )
+        if k is None:
             return
+        plan = self.state.plans[k]
+        flow.metadata["ub_plan"] = k
         if plan.action == "drop_request":
             flow.metadata["ub_forwarded"] = False
             self._record(flow, "request", committed=False)
             await self._present(flow, plan.visible_error, plan.timeout_s, plan.pad_s)
-        elif plan.action == "drop_response":
+        elif plan.action in ("drop_response", "mark_ack"):
             flow.metadata["ub_drop_response"] = True
         elif plan.action == "crash":
             assert plan.crash_point is not None
@@ -95,16 +102,20 @@ class FaultInjector:
             flow.metadata["ub_crash"] = plan.crash_point
 
     async def response(self, flow: http.HTTPFlow) -> None:
-        plan = self.state.plan
-        if plan is None or flow.response is None:
+        if not self.state.plans or flow.response is None:
             return
         if flow.metadata.get("ub_episode") != self.state.episode_id:
             return  # a call of an earlier episode, finishing late: not this episode's fault
+        plan = self.state.plans[int(flow.metadata.get("ub_plan", 0))]
         if flow.metadata.pop("ub_drop_response", False):
             status = flow.response.status_code
             flow.metadata["ub_upstream_status"] = status
             if not 200 <= status < 300:
                 self._missed(flow, "refused", status)
+                return
+            if plan.action == "mark_ack":
+                # The env crashes the worker on this acknowledgement; the wire is untouched.
+                self._record(flow, "post_ack", upstream_status=status, committed=True)
                 return
             self._record(flow, "response", upstream_status=status, committed=True)
             await self._present(flow, plan.visible_error, plan.timeout_s, plan.pad_s)
@@ -124,12 +135,13 @@ class FaultInjector:
                 "upstream_status": status,
             },
             flow.metadata.get("ub_episode"),
+            int(flow.metadata.get("ub_plan", 0)),
         )
 
     async def error(self, flow: http.HTTPFlow) -> None:
         crash_point = flow.metadata.pop("ub_crash", None)
-        plan = self.state.plan
-        if crash_point and plan is not None:
+        if crash_point and self.state.plans:
+            plan = self.state.plans[int(flow.metadata.get("ub_plan", 0))]
             self._record(
                 flow, "crash", crash_point=crash_point, error=flow.error.msg if flow.error else None
             )

@@ -29,11 +29,18 @@ class EpisodeState:
     call_index: int = 0
     tool_counts: dict[str, int] = field(default_factory=dict)
     plan: FaultPlan | None = None
+    #: The schedule: `plan` first, then the later faults of a cascade (empty otherwise).
+    plans: list[FaultPlan] = field(default_factory=list)
     fired: bool = False
     fault: dict[str, Any] | None = None
     #: The targeted call when it was made but the fault did not fire as planned (the
     #: service refused it, or answered before its crash point).
     target: dict[str, Any] | None = None
+    #: Per plan of the schedule: its fault record once fired, the targeted call when it
+    #: missed, and the call index it engaged (a plan engages one call, at most).
+    faults: list[dict[str, Any] | None] = field(default_factory=list)
+    targets: list[dict[str, Any] | None] = field(default_factory=list)
+    engaged: list[int | None] = field(default_factory=list)
     events: list[dict[str, Any]] = field(default_factory=list)
     dropped_events: int = 0
     #: Calls of this episode that have no wire event yet (held flows included).
@@ -44,12 +51,18 @@ class EpisodeState:
     def __post_init__(self) -> None:
         self.settled = threading.Condition(self.lock)
 
-    def begin(self, episode_id: str, plan: FaultPlan | None) -> None:
+    def begin(
+        self, episode_id: str, plan: FaultPlan | None, then: list[FaultPlan] | None = None
+    ) -> None:
         with self.lock:
             self.episode_id = episode_id
             self.call_index = 0
             self.tool_counts = {}
             self.plan = plan
+            self.plans = ([plan] if plan else []) + list(then or [])
+            self.faults = [None] * len(self.plans)
+            self.targets = [None] * len(self.plans)
+            self.engaged = [None] * len(self.plans)
             self.fired = False
             self.fault = None
             self.target = None
@@ -110,17 +123,44 @@ class EpisodeState:
         with self.lock:
             return self.settled.wait_for(lambda: self.in_flight == 0, timeout=timeout_s)
 
-    def note_target(self, record: dict[str, Any], episode: str | None) -> None:
+    def engage(self, index: int, tool: str | None, nth: int, read_only: bool) -> int | None:
+        """The plan of the schedule that takes this call, if any (the first in order that
+        has not engaged a call yet): a named target, or the next mutating call after the
+        call its earlier fault fired on. A fault never lands on a read."""
+        if read_only or tool is None:
+            return None
         with self.lock:
-            if episode == self.episode_id and self.target is None:
-                self.target = record
+            for k, plan in enumerate(self.plans):
+                if self.engaged[k] is not None:
+                    continue
+                if plan.after is None:
+                    hit = plan.matches(tool, nth, read_only)
+                else:
+                    earlier = self.faults[plan.after]
+                    hit = earlier is not None and index > int(earlier.get("index") or 0)
+                if hit:
+                    self.engaged[k] = index
+                    return k
+            return None
 
-    def mark_fired(self, record: dict[str, Any], episode: str | None) -> None:
+    def note_target(self, record: dict[str, Any], episode: str | None, k: int = 0) -> None:
         with self.lock:
             if episode != self.episode_id:
                 return
-            self.fired = True
-            self.fault = record
+            if k == 0 and self.target is None:
+                self.target = record
+            if k < len(self.targets) and self.targets[k] is None:
+                self.targets[k] = record
+
+    def mark_fired(self, record: dict[str, Any], episode: str | None, k: int = 0) -> None:
+        with self.lock:
+            if episode != self.episode_id:
+                return
+            if k == 0:
+                self.fired = True
+                self.fault = record
+            if k < len(self.faults):
+                self.faults[k] = record
 
     def snapshot(self) -> dict[str, Any]:
         with self.lock:
@@ -130,6 +170,8 @@ class EpisodeState:
                 "fault_fired": self.fired,
                 "fault": self.fault,
                 "target": self.target,
+                "faults": list(self.faults),
+                "targets": list(self.targets),
                 "in_flight": self.in_flight,
                 "events": list(self.events),
                 "dropped_events": self.dropped_events,

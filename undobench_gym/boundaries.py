@@ -21,7 +21,7 @@ from typing import Any
 from .contract import FaultAction, FaultPlan, WireLog
 from .episode import WorkerCrash
 from .seeding import derive_seed
-from .specs import Boundary, FaultScenario
+from .specs import Boundary, FaultScenario, LaterFault
 
 #: Ambiguous faults are shown no earlier than this after the request arrived, whichever way
 #: the hidden coin fell: a forwarded (committed) call takes longer than a dropped one, and
@@ -40,7 +40,9 @@ MECHANISMS = {
 }
 
 
-def wire_action(scenario: FaultScenario, committed_coin: bool | None = None) -> FaultAction:
+def wire_action(
+    scenario: FaultScenario | LaterFault, committed_coin: bool | None = None
+) -> FaultAction:
     """The proxy's action for a wire fault; `committed_coin` is ambiguous mode's hidden
     coin (heads: the call commits and its reply is lost; tails: it is never forwarded)."""
     if scenario.ambiguous:
@@ -49,7 +51,8 @@ def wire_action(scenario: FaultScenario, committed_coin: bool | None = None) -> 
         case Boundary.PRE_MUTATION:
             return "drop_request"
         case Boundary.DURING_MUTATION:
-            return "crash" if scenario.crash_point else "drop_response"
+            crash = isinstance(scenario, FaultScenario) and scenario.crash_point
+            return "crash" if crash else "drop_response"
         case Boundary.DURING_COMPENSATION:
             return "drop_response" if scenario.compensation_commits else "drop_request"
         case _:
@@ -64,16 +67,53 @@ class FaultSetup:
     worker_crash: WorkerCrash | None = None
     #: The hidden coin, recorded only for ambiguous scenarios.
     coin: bool | None = None
+    #: A cascade's later faults, resolved, and their hidden coins (None: not ambiguous).
+    then: tuple[FaultPlan, ...] = ()
+    coins: tuple[bool | None, ...] = ()
+
+
+def _later(
+    scenario: FaultScenario, seed: int, workflow_id: str, http_timeout: float
+) -> tuple[tuple[FaultPlan, ...], tuple[bool | None, ...]]:
+    """The later faults' plans; each has its own coin, a pure function of the seed."""
+    plans, coins = [], []
+    for k, later in enumerate(scenario.then, start=1):
+        coin = bool(derive_seed(seed, workflow_id, scenario.id, "coin", k) & 1)
+        plans.append(
+            FaultPlan(
+                scenario=scenario.id,
+                action=wire_action(later, coin),
+                tool=later.target.tool if later.target else None,
+                nth=later.target.nth if later.target else 1,
+                after=later.after,
+                visible_error=later.visible_error,
+                timeout_s=http_timeout + HOLD_MARGIN_S,
+                pad_s=AMBIGUOUS_PAD_S if later.ambiguous else 0.0,
+            )
+        )
+        coins.append(coin if later.ambiguous else None)
+    return tuple(plans), tuple(coins)
 
 
 def resolve(
     scenario: FaultScenario | None, seed: int, workflow_id: str, http_timeout: float
 ) -> FaultSetup:
-    """The concrete fault of one episode; the coin is a pure function of the seed."""
+    """The concrete faults of one episode; each coin is a pure function of the seed."""
     if scenario is None:
         return FaultSetup()
+    then, coins = _later(scenario, seed, workflow_id, http_timeout)
     if scenario.boundary is Boundary.POST_ACK_PRE_CHECKPOINT:
-        return FaultSetup(worker_crash=WorkerCrash(target=scenario.target))
+        crash = WorkerCrash(target=scenario.target)
+        if not then:
+            return FaultSetup(worker_crash=crash)
+        # The proxy notes the acknowledgement the worker dies on, so later faults follow it.
+        mark = FaultPlan(
+            scenario=scenario.id,
+            action="mark_ack",
+            tool=scenario.target.tool,
+            nth=scenario.target.nth,
+        )
+        return FaultSetup(plan=mark, worker_crash=crash, then=then, coins=coins)
     coin = bool(derive_seed(seed, workflow_id, scenario.id, "coin") & 1)
     plan = FaultPlan(
         scenario=scenario.id,
@@ -85,7 +125,7 @@ def resolve(
         timeout_s=http_timeout + HOLD_MARGIN_S,
         pad_s=AMBIGUOUS_PAD_S if scenario.ambiguous else 0.0,
     )
-    return FaultSetup(plan=plan, coin=coin if scenario.ambiguous else None)
+    return FaultSetup(plan=plan, coin=coin if scenario.ambiguous else None, then=then, coins=coins)
 
 
 def observe_call(
@@ -133,7 +173,11 @@ def fault_fired(
 
 
 def fault_outcome(
-    scenario: FaultScenario | None, crash: WorkerCrash | None, wire: WireLog, coin: bool | None
+    scenario: FaultScenario | None,
+    crash: WorkerCrash | None,
+    wire: WireLog,
+    coin: bool | None,
+    coins: tuple[bool | None, ...] = (),
 ) -> dict[str, Any] | None:
     """Whether the fault happened as planned, and by which mechanism.
 
@@ -145,6 +189,8 @@ def fault_outcome(
         return None
     if crash is not None and crash.fired is not None:
         fired: dict[str, Any] | None = crash.fired
+    elif crash is not None:
+        fired = None  # a cascade's proxy only noted the acknowledgement; the env crashes
     else:
         fired = wire.fault if wire.fault_fired else None
     missed = (crash.missed if crash is not None else None) or wire.target
@@ -152,7 +198,7 @@ def fault_outcome(
     reason = None
     if mechanism is None:
         reason = missed["reason"] if missed else "not_reached"
-    return {
+    out: dict[str, Any] = {
         "as_planned": mechanism is not None,
         "reason": reason,
         "mechanism": mechanism,
@@ -160,6 +206,40 @@ def fault_outcome(
         "tool": scenario.target.tool,
         "nth": scenario.target.nth,
     }
+    if scenario.then:
+        out["schedule"] = scenario.schedule_kind
+        first = {**out, "index": fired.get("index") if fired else None}
+        out["faults"] = schedule_outcomes(scenario, wire, first, coins)
+    return out
+
+
+def schedule_outcomes(
+    scenario: FaultScenario,
+    wire: WireLog,
+    first: dict[str, Any],
+    coins: tuple[bool | None, ...],
+) -> list[dict[str, Any]]:
+    """Per fault of a schedule: whether it happened as planned, by which mechanism, on
+    which call (the first fault's outcome is `first`, judged as for one fault)."""
+    out = [{"fault": 0, "boundary": scenario.boundary.value, **first}]
+    for k, later in enumerate(scenario.then, start=1):
+        fired = wire.faults[k] if k < len(wire.faults) else None
+        missed = wire.targets[k] if k < len(wire.targets) else None
+        mechanism = MECHANISMS.get(str(fired.get("stage"))) if fired else None
+        out.append(
+            {
+                "fault": k,
+                "boundary": later.boundary.value,
+                "as_planned": mechanism is not None,
+                "reason": None if mechanism else (missed or {}).get("reason", "not_reached"),
+                "mechanism": mechanism,
+                "coin": coins[k - 1] if k - 1 < len(coins) else None,
+                "index": fired.get("index") if fired else None,
+                "tool": fired.get("tool") if fired else None,
+                "after": later.after,
+            }
+        )
+    return out
 
 
 def target_commits(scenario: FaultScenario, coin: bool | None = None) -> bool | None:

@@ -31,9 +31,12 @@ IdempotencyMode = Literal["native", "all", "none"]
 IDEMPOTENCY_MODES: tuple[IdempotencyMode, ...] = ("native", "all", "none")
 
 #: What the proxy does at the targeted call: never forward it; forward it and lose the
-#: 2xx reply; or forward it with a crash point armed.
-FaultAction = Literal["drop_request", "drop_response", "crash"]
-FAULT_ACTIONS: tuple[FaultAction, ...] = ("drop_request", "drop_response", "crash")
+#: 2xx reply; or forward it with a crash point armed. `mark_ack` changes nothing on the
+#: wire: it only notes the 2xx answer of the targeted call, where the env crashes the
+#: agent's worker (POST_ACK_PRE_CHECKPOINT), so that a later fault of the schedule can
+#: follow it.
+FaultAction = Literal["drop_request", "drop_response", "crash", "mark_ack"]
+FAULT_ACTIONS: tuple[FaultAction, ...] = ("drop_request", "drop_response", "crash", "mark_ack")
 
 
 class VisibleError(StrEnum):
@@ -47,14 +50,17 @@ class VisibleError(StrEnum):
 
 class FaultPlan(BaseModel):
     """A concrete plan: the env has already resolved the boundary and the hidden coin to
-    an action. It targets the n-th call of one named mutating tool."""
+    an action. It targets the n-th call of one named mutating tool, or (a later fault of
+    a schedule, `after` set) the next mutating call after fault `after` of the schedule
+    fired (0: the first plan), whatever its tool."""
 
     model_config = ConfigDict(extra="forbid", frozen=True)
 
     scenario: str
     action: FaultAction
-    tool: str = Field(min_length=1)
+    tool: str | None = Field(default=None, min_length=1)
     nth: int = Field(default=1, ge=1)
+    after: int | None = Field(default=None, ge=0)
     visible_error: VisibleError = VisibleError.CONNECTION_RESET
     crash_point: str | None = None
     timeout_s: float = Field(default=5.0, ge=0)
@@ -67,6 +73,8 @@ class FaultPlan(BaseModel):
     def _crash_needs_a_point(self) -> FaultPlan:
         if self.action == "crash" and not self.crash_point:
             raise ValueError("a crash plan needs a crash_point")
+        if (self.tool is None) == (self.after is None):
+            raise ValueError("a plan targets a named tool or follows fault `after`, one of them")
         return self
 
     @classmethod
@@ -75,7 +83,8 @@ class FaultPlan(BaseModel):
         return cls.model_validate(data)
 
     def matches(self, tool: str | None, nth: int, read_only: bool) -> bool:
-        """Only the targeted call of a mutating tool: a fault never lands on a read."""
+        """Only the targeted call of a mutating tool: a fault never lands on a read (a
+        follow-up plan, `after` set, is matched by the proxy's schedule instead)."""
         return not read_only and tool == self.tool and nth == self.nth
 
 
@@ -86,6 +95,17 @@ class EpisodeStart(BaseModel):
 
     episode_id: str = Field(min_length=1)
     plan: FaultPlan | None = None
+    #: The later faults of a schedule (a cascade), in order: plan k + 1 of the schedule.
+    then: list[FaultPlan] = Field(default_factory=list)
+
+    @model_validator(mode="after")
+    def _follow_earlier_faults(self) -> EpisodeStart:
+        if self.then and self.plan is None:
+            raise ValueError("later faults need a first one")
+        for k, plan in enumerate(self.then, start=1):
+            if plan.after is not None and plan.after >= k:
+                raise ValueError(f"fault {k} can only follow an earlier fault, not {plan.after}")
+        return self
 
 
 class WireEvent(BaseModel):
@@ -119,6 +139,10 @@ class WireLog(BaseModel):
     fault: dict[str, Any] | None = None
     #: The targeted call when it was made but the fault could not happen as planned.
     target: dict[str, Any] | None = None
+    #: Per fault of the schedule (the first one included): its record once it fired,
+    #: else None; and the targeted call when it could not happen as planned.
+    faults: list[dict[str, Any] | None] = Field(default_factory=list)
+    targets: list[dict[str, Any] | None] = Field(default_factory=list)
     in_flight: int = 0
     events: list[WireEvent] = Field(default_factory=list)
     dropped_events: int = 0

@@ -114,7 +114,7 @@ class UndoBenchEnv(gym.Env[str, str]):
         public_id = stable_id("task", ep_seed, workflow.id)
         wire_id = stable_id("ep", ep_seed, workflow.id, scenario.id if scenario else "control")
         fault = boundaries.resolve(scenario, ep_seed, workflow.id, self.http_timeout)
-        self._probed_retry(lambda: self._stack.start_episode(wire_id, fault.plan))
+        self._probed_retry(lambda: self._stack.start_episode(wire_id, fault.plan, fault.then))
         tools = self._tools_for(workflow.tools)
         self._episode = Episode(
             public_id=public_id,
@@ -123,6 +123,7 @@ class UndoBenchEnv(gym.Env[str, str]):
             workflow=workflow,
             scenario=scenario,
             coin=fault.coin,
+            coins=fault.coins,
             worker_crash=fault.worker_crash,
             params=params,
             tools=tools,
@@ -291,7 +292,9 @@ class UndoBenchEnv(gym.Env[str, str]):
             wire=wire,
             commit_log=commit_log,
             wall_ms=round((time.monotonic() - ep.t0) * 1000, 1),
-            fault_outcome=boundaries.fault_outcome(ep.scenario, ep.worker_crash, wire, ep.coin),
+            fault_outcome=boundaries.fault_outcome(
+                ep.scenario, ep.worker_crash, wire, ep.coin, ep.coins
+            ),
         )
         return verdict
 

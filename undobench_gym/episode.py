@@ -58,6 +58,8 @@ class Episode:
     worker_crash: WorkerCrash | None
     params: dict[str, Any]
     tools: dict[str, ToolSpec]
+    #: The hidden coins of a cascade's later faults (None where not ambiguous).
+    coins: tuple[bool | None, ...] = ()
     steps: int = 0
     transcript: list[dict[str, Any]] = field(default_factory=list)
     calls: list[CallRecord] = field(default_factory=list)

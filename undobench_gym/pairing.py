@@ -161,6 +161,12 @@ def run_pair(
         "scenario": scenario.id,
         "boundary": scenario.boundary.value,
         "ambiguous": scenario.ambiguous,
+        # A cascade's pairs only: single-fault records keep their shape (read as "single").
+        **(
+            {"schedule": scenario.schedule_kind, "faults": scenario.fault_count}
+            if scenario.then
+            else {}
+        ),
         "prefix_equivalent": prefix_equivalent(control, faulted),
         "control": control,
         "fault": faulted,

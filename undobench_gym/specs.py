@@ -38,6 +38,34 @@ class FaultTarget(BaseModel):
     nth: int = Field(default=1, ge=1)
 
 
+class LaterFault(BaseModel):
+    """A later fault of a schedule (a cascade): on the n-th call of a named mutating tool
+    (`target`), or on the next mutating call after fault `after` of the schedule fired
+    (0: the scenario's own first fault), e.g. the retry of a lost call. Wire faults only:
+    a worker crash is a schedule's first fault, never a later one."""
+
+    model_config = ConfigDict(frozen=True, extra="forbid")
+    boundary: Boundary
+    target: FaultTarget | None = None
+    after: int | None = Field(default=None, ge=0)
+    visible_error: VisibleError = VisibleError.CONNECTION_RESET
+    ambiguous: bool = False
+    compensation_commits: bool = False
+
+    @model_validator(mode="after")
+    def _one_target(self) -> LaterFault:
+        if (self.target is None) == (self.after is None):
+            raise ValueError("a later fault has a target or follows fault `after`, one of them")
+        if self.boundary is Boundary.POST_ACK_PRE_CHECKPOINT:
+            raise ValueError("a worker crash can only be a schedule's first fault")
+        if self.ambiguous and self.boundary not in (
+            Boundary.PRE_MUTATION,
+            Boundary.POST_MUTATION_PRE_ACK,
+        ):
+            raise ValueError("ambiguous mode hides PRE_MUTATION vs POST_MUTATION_PRE_ACK")
+        return self
+
+
 class FaultScenario(BaseModel):
     model_config = ConfigDict(frozen=True)
     id: str = Field(pattern=r"^[a-z0-9][a-z0-9_.-]*$")
@@ -51,6 +79,17 @@ class FaultScenario(BaseModel):
     #: DURING_COMPENSATION: whether the compensating call is lost before or after it commits.
     compensation_commits: bool = False
     description: str = ""
+    #: The later faults of a schedule: fault k + 1 is `then[k]`; empty for one fault.
+    then: tuple[LaterFault, ...] = ()
+
+    @property
+    def schedule_kind(self) -> Literal["single", "cascade"]:
+        """How the scenario's faults are scheduled (reports break metrics down by it)."""
+        return "cascade" if self.then else "single"
+
+    @property
+    def fault_count(self) -> int:
+        return 1 + len(self.then)
 
     @classmethod
     def on(
@@ -73,6 +112,9 @@ class FaultScenario(BaseModel):
             Boundary.POST_MUTATION_PRE_ACK,
         ):
             raise ValueError("ambiguous mode hides PRE_MUTATION vs POST_MUTATION_PRE_ACK")
+        for k, later in enumerate(self.then, start=1):
+            if later.after is not None and later.after >= k:
+                raise ValueError(f"fault {k} can only follow an earlier fault, not {later.after}")
         return self
 
 
@@ -131,7 +173,8 @@ class WorkflowSpec(BaseModel):
     model_config = ConfigDict(arbitrary_types_allowed=True)
     id: str = Field(pattern=r"^[a-z0-9][a-z0-9_.-]*$")
     domain: str
-    split: Literal["dev", "val", "test"]
+    #: `stress`: multi-fault schedules, apart from the paper's DEV/VAL/TEST (issue 19).
+    split: Literal["dev", "val", "test", "stress"]
     kind: Literal["single_effect", "multi_effect", "compensation", "composite"]
     instruction: str
     tools: list[str]

@@ -75,12 +75,14 @@ class StackClient:
 
     # ---- control: the proxy's episode and wire log ------------------------------------
 
-    def start_episode(self, wire_id: str, plan: FaultPlan | None) -> None:
-        body = EpisodeStart(episode_id=wire_id, plan=plan)
+    def start_episode(
+        self, wire_id: str, plan: FaultPlan | None, then: tuple[FaultPlan, ...] = ()
+    ) -> None:
+        body = EpisodeStart(episode_id=wire_id, plan=plan, then=list(then))
         self._json(
             "POST",
             self.runtime.endpoints.control_url + "/control/episode",
-            json=body.model_dump(mode="json"),
+            json=body.model_dump(mode="json", exclude=None if then else {"then"}),
         )
 
     def wire(self) -> WireLog:

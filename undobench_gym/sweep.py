@@ -66,7 +66,7 @@ class Execution(BaseModel):
 class SweepSpec(BaseModel):
     model_config = ConfigDict(extra="forbid")
     workflows: list[str] | None = None
-    split: Literal["dev", "val", "test"] | None = None
+    split: Literal["dev", "val", "test", "stress"] | None = None
     scenarios: list[str] | None = None
     methods: list[str] = Field(min_length=1)
     seeds: list[int] = Field(min_length=1)

@@ -9,7 +9,14 @@ a retry with a reworded memo is counted like any other.
 
 from __future__ import annotations
 
+from ..workflows_stress import crash_then_lost_ack, lost_ack_twice, retries_dropped, stress
 from .workflows_accounts import ORDER, TRANSFER, UPGRADE
 from .workflows_composites import DIVIDEND, MIGRATION
 
 WORKFLOWS = [TRANSFER, DIVIDEND, ORDER, MIGRATION, UPGRADE]
+#: The stress split (issue 19): the same tasks under fault schedules.
+STRESS = [
+    stress(TRANSFER, crash_then_lost_ack("adjust_balance")),
+    stress(UPGRADE, retries_dropped("adjust_balance"), lost_ack_twice("adjust_balance")),
+]
+WORKFLOWS += STRESS

@@ -8,7 +8,14 @@ fields, so that neither old rows nor a reworded re-send can pass for the task's 
 
 from __future__ import annotations
 
+from ..workflows_stress import crash_then_lost_ack, lost_ack_twice, retries_dropped, stress
 from .workflows_charges import CHARGE, REFUND, RENEW
 from .workflows_transfers import PAYOUT, WIRE
 
 WORKFLOWS = [CHARGE, RENEW, REFUND, PAYOUT, WIRE]
+#: The stress split (issue 19): the same tasks under fault schedules.
+STRESS = [
+    stress(RENEW, crash_then_lost_ack("renew_subscription")),
+    stress(REFUND, retries_dropped("create_refund"), lost_ack_twice("create_charge")),
+]
+WORKFLOWS += STRESS

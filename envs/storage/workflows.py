@@ -22,6 +22,7 @@ from undobench_gym.specs import (
     WorkflowSpec,
 )
 
+from ..workflows_stress import crash_then_lost_ack, lost_ack_twice, retries_dropped, stress
 from . import params
 from .composite import CRASH_AFTER_PARTS
 
@@ -361,3 +362,9 @@ PROVISION = WorkflowSpec(
 )
 
 WORKFLOWS = [PUBLISH, ROLLBACK, PROMOTE, DATASET, PROVISION]
+#: The stress split (issue 19): the same tasks under fault schedules.
+STRESS = [
+    stress(PROMOTE, crash_then_lost_ack("copy_object")),
+    stress(PROVISION, retries_dropped("put_object"), lost_ack_twice("put_object")),
+]
+WORKFLOWS += STRESS

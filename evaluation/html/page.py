@@ -48,7 +48,7 @@ SHOWN = (
 #: The rates in each breakdown table.
 TABLE_METRICS = ("control_rate", "crsr", "crsr_aware", "der", "uer", "mer")
 #: Breakdowns shown, in order, when the summary has them.
-BREAKDOWNS = ("method", "boundary", "domain", "task", "model", "mechanism")
+BREAKDOWNS = ("method", "boundary", "domain", "task", "model", "mechanism", "schedule")
 #: Shown even with one value (the others only when they split the run).
 ALWAYS = ("method", "boundary", "domain", "task")
 

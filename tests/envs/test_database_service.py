@@ -87,7 +87,7 @@ def test_every_route_declares_its_effect(svc: ServiceClient) -> None:
 
 def test_workflows_are_consistent(svc: ServiceClient) -> None:
     assert len(WORKFLOWS) >= 5
-    assert {w.split for w in WORKFLOWS} == {"dev", "val", "test"}
+    assert {w.split for w in WORKFLOWS} == {"dev", "val", "test", "stress"}
     assert len({w.id for w in WORKFLOWS}) == len(WORKFLOWS)
     for wf in WORKFLOWS:
         assert_workflow_is_consistent(svc, wf, prefix="db-")

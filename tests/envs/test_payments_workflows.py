@@ -133,7 +133,7 @@ class TestWorkflowContract(WorkflowContract):
 
 
 def test_workflows_are_consistent(svc: ServiceClient) -> None:
-    assert {w.split for w in WORKFLOWS} == {"dev", "val", "test"}
+    assert {w.split for w in WORKFLOWS} == {"dev", "val", "test", "stress"}
     assert len({w.id for w in WORKFLOWS}) == len(WORKFLOWS)
     for wf in WORKFLOWS:
         assert_workflow_is_consistent(svc, wf, prefix="pay-")

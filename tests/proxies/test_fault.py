@@ -253,3 +253,100 @@ def test_a_late_flow_of_the_previous_episode_is_not_recorded() -> None:
     run_request(state, fresh)
     respond(state, fresh, 201)
     assert [e["index"] for e in state.events] == [1]
+
+
+def _cascade(*then: dict[str, Any], **first: Any) -> EpisodeState:
+    state = EpisodeState()
+    state.set_routes(TOOLS)
+    state.begin("ep1", FaultPlan.from_json(first), [FaultPlan.from_json(t) for t in then])
+    return state
+
+
+def test_a_later_fault_takes_the_next_mutating_call_after_the_earlier_one() -> None:
+    """The retry of a lost call is dropped too; reads between them are never hit."""
+    state = _cascade(
+        {"scenario": "s", "action": "drop_request", "after": 0},
+        scenario="s",
+        action="drop_response",
+        tool="create_charge",
+    )
+    first, read, retry, third = flow(), flow("GET", "/payments/v1/charges/ch_1"), flow(), flow()
+    run_request(state, first)
+    respond(state, first, 201)
+    for f in (read, retry, third):
+        run_request(state, f)
+    assert first.error is not None and read.error is None
+    assert retry.error is not None and retry.metadata["ub_forwarded"] is False
+    assert third.error is None  # each plan takes one call
+    snap = state.snapshot()
+    assert [f["stage"] for f in snap["faults"]] == ["response", "request"]
+    assert [f["index"] for f in snap["faults"]] == [1, 3]
+    assert [f["fault"] for f in snap["faults"]] == [0, 1]
+    assert snap["fault"] == snap["faults"][0] and snap["fault_fired"]
+
+
+def test_a_later_fault_never_fires_before_the_earlier_one() -> None:
+    state = _cascade(
+        {"scenario": "s", "action": "drop_request", "after": 0},
+        scenario="s",
+        action="drop_response",
+        tool="create_charge",
+        nth=2,
+    )
+    f = flow()
+    run_request(state, f)
+    respond(state, f, 201)
+    assert f.error is None and state.snapshot()["faults"] == [None, None]
+
+
+def test_mark_ack_leaves_the_wire_alone_and_arms_the_next_fault() -> None:
+    """A worker crash's acknowledgement is noted, not touched; the next call is faulted."""
+    state = _cascade(
+        {"scenario": "s", "action": "drop_response", "after": 0},
+        scenario="s",
+        action="mark_ack",
+        tool="create_charge",
+    )
+    acked, again = flow(), flow()
+    run_request(state, acked)
+    respond(state, acked, 201)
+    assert acked.error is None and acked.response is not None
+    run_request(state, again)
+    respond(state, again, 201)
+    assert again.error is not None
+    assert [f["stage"] for f in state.snapshot()["faults"]] == ["post_ack", "response"]
+
+
+def test_a_refused_later_target_is_recorded_as_missed() -> None:
+    state = _cascade(
+        {"scenario": "s", "action": "drop_response", "after": 0},
+        scenario="s",
+        action="drop_request",
+        tool="create_charge",
+    )
+    a, b = flow(), flow()
+    run_request(state, a)
+    run_request(state, b)
+    respond(state, b, 409)
+    snap = state.snapshot()
+    assert snap["faults"][1] is None and snap["targets"][1]["reason"] == "refused"
+    assert snap["target"] is None  # the first fault fired: it missed nothing
+
+
+@pytest.mark.parametrize(
+    "then",
+    [
+        [{"scenario": "s", "action": "drop_request", "after": 1}],  # follows itself
+        [{"scenario": "s", "action": "drop_request"}],  # no target at all
+        [{"scenario": "s", "action": "drop_request", "after": 0, "tool": "create_charge"}],
+    ],
+)
+def test_a_malformed_schedule_is_refused(then: list[dict[str, Any]]) -> None:
+    from undobench_gym.contract import EpisodeStart
+
+    with pytest.raises(ValueError):
+        EpisodeStart(
+            episode_id="e",
+            plan=FaultPlan(scenario="s", action="drop_request", tool="create_charge"),
+            then=[FaultPlan.from_json(t) for t in then],
+        )

@@ -28,7 +28,14 @@ def catalogue_rows(split: str | None) -> list[dict[str, Any]]:
                     for n in w.tools
                 ],
                 "scenarios": [
-                    {"id": s.id, "boundary": s.boundary.value, "ambiguous": s.ambiguous}
+                    {
+                        # A cascade's boundaries in schedule order (issue 19).
+                        "boundary": " → ".join(
+                            [s.boundary.value, *(t.boundary.value for t in s.then)]
+                        ),
+                        "id": s.id,
+                        "ambiguous": s.ambiguous,
+                    }
                     for s in w.scenarios
                 ],
             }

@@ -9,7 +9,7 @@ from typing import Any
 
 def add(sub: Any) -> None:
     t = sub.add_parser("tasks", help="list the workflow catalogue")
-    t.add_argument("--split", choices=["dev", "val", "test"])
+    t.add_argument("--split", choices=["dev", "val", "test", "stress"])
     t.add_argument("--json", action="store_true", help="print JSON")
     t.add_argument(
         "--markdown", action="store_true", help="print the catalogue document (docs/catalogue.md)"

@@ -1,0 +1,57 @@
+"""Several faults per episode (issue 19): what each fault of a schedule did, per method.
+
+A cascade's pair records `schedule` ("cascade") and its fault episode's `fault_outcome`
+lists every fault (`faults`: as planned or not, the mechanism, the reason it missed). The
+recovery metrics stay conditioned on the *first* fault, the one the pair is about; a later
+fault that did not fire is a result, not an exclusion: a method that settled the first
+fault without a re-send never makes the call the later fault waits for (B1 and B5 answer
+a crashed worker's repeated steps themselves). Pairs written before schedules existed, and
+every single-fault pair, read as `single`.
+"""
+
+from __future__ import annotations
+
+from collections import Counter
+from typing import Any
+
+from .indicators import Pair, fault_outcome, is_infra_error
+
+SINGLE = "single"
+
+
+def schedule(p: Pair) -> str:
+    """The pair's schedule kind: `single`, or `cascade/<scenario>` for a cascade (its
+    scenario id names the cascade's family, the same in every domain)."""
+    kind = p.get("schedule") or SINGLE
+    return SINGLE if kind == SINGLE else f"{kind}/{p.get('scenario')}"
+
+
+def has_cascades(pairs: list[Pair]) -> bool:
+    return any(schedule(p) != SINGLE for p in pairs)
+
+
+def fault_counts(pairs: list[Pair]) -> dict[str, dict[str, list[dict[str, Any]]]]:
+    """{schedule: {method: [per fault: boundary, fired (as planned), of (pairs), and why
+    the others missed]}} over the valid cascade pairs."""
+    acc: dict[tuple[str, str, int], dict[str, Any]] = {}
+    for p in pairs:
+        if is_infra_error(p) or schedule(p) == SINGLE:
+            continue
+        for f in (fault_outcome(p) or {}).get("faults") or []:
+            key = (schedule(p), str(p.get("method")), int(f["fault"]))
+            row = acc.setdefault(
+                key,
+                {"fault": key[2], "boundary": f.get("boundary"), "fired": 0, "of": 0},
+            )
+            row["of"] += 1
+            if f.get("as_planned"):
+                row["fired"] += 1
+            else:
+                reasons: Counter[str] = row.setdefault("missed", Counter())
+                reasons[str(f.get("reason") or "unspecified")] += 1
+    out: dict[str, dict[str, list[dict[str, Any]]]] = {}
+    for (kind, method, _k), row in sorted(acc.items()):
+        if "missed" in row:
+            row["missed"] = dict(sorted(row["missed"].items()))
+        out.setdefault(kind, {}).setdefault(method, []).append(row)
+    return out
