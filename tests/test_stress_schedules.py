@@ -124,3 +124,20 @@ def test_docker_fires_every_fault_and_agrees_with_process(
     }
     for key in ("transcript", "verdict", "fault_outcome", "effects"):
         assert on["process"][key] == on["docker"][key], key
+
+
+@pytest.mark.parametrize(
+    ("later", "message"),
+    [
+        ({"boundary": "PRE_MUTATION"}, "one of them"),
+        ({"boundary": "PRE_MUTATION", "after": 0, "target": {"tool": "x"}}, "one of them"),
+        ({"boundary": "POST_ACK_PRE_CHECKPOINT", "after": 0}, "first fault"),
+        ({"boundary": "DURING_MUTATION", "after": 0, "ambiguous": True}, "ambiguous"),
+        ({"boundary": "PRE_MUTATION", "after": 1}, "earlier fault"),
+    ],
+)
+def test_a_malformed_schedule_is_a_clear_error(later: dict[str, Any], message: str) -> None:
+    from pydantic import ValidationError
+
+    with pytest.raises(ValidationError, match=message):
+        FaultScenario.on("bad", Boundary.PRE_MUTATION, "create_charge", then=(LaterFault(**later),))
