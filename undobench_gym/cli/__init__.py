@@ -11,7 +11,7 @@ import threading
 from types import FrameType
 
 from ..errors import UndoBenchError
-from . import audit, evaluate, mcp, run, serve, stacks, tasks, view
+from . import audit, evaluate, mcp, openenv, run, serve, stacks, tasks, view
 
 __all__ = ["build_parser", "main"]
 
@@ -31,6 +31,7 @@ def build_parser() -> argparse.ArgumentParser:
     audit.add(sub)
     serve.add(sub)
     mcp.add(sub)
+    openenv.add(sub)
     return p
 
 
