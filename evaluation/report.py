@@ -24,6 +24,7 @@ from .indicators import CONDITIONED, EXCLUSION_REASONS, INDICATORS, Pair, is_inf
 from .metrics import SENSITIVITY_METRICS, rate
 from .plots import write_plots
 from .run_meta import META_FILE, retry_counts
+from .schedules import fault_lines
 from .summary import TOST_MARGIN, coin, mechanism, summarize
 
 COLUMNS = ("N", "D", "F", "C", *INDICATORS)
@@ -347,6 +348,7 @@ def _markdown(trials: list[Pair], summary: dict[str, Any], plots: list[Path]) ->
     if summary["tost"]["comparisons"]:
         lines += _tost_lines(summary["tost"])
     lines += hint_lines(summary)
+    lines += fault_lines(summary)
     lines += _pass_k_lines(summary)
     lines += ["", "## Assumptions", ""]
     lines += [f"- `{k}`: {v}" for k, v in summary["assumptions"].items()]

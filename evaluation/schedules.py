@@ -55,3 +55,23 @@ def fault_counts(pairs: list[Pair]) -> dict[str, dict[str, list[dict[str, Any]]]
             row["missed"] = dict(sorted(row["missed"].items()))
         out.setdefault(kind, {}).setdefault(method, []).append(row)
     return out
+
+
+def fault_lines(summary: dict[str, Any]) -> list[str]:
+    """report.md: fired counts per fault of each schedule, per method (nothing for a run
+    without cascades)."""
+    faults = summary.get("faults") or {}
+    if not faults:
+        return []
+    lines = ["", "## Faults of each schedule", ""]
+    lines += ["Fired as planned / pairs, per fault in schedule order (why the others did not)."]
+    lines += ["", "| schedule | method | faults |", "|---|---|---|"]
+    for kind, methods in faults.items():
+        for method, rows in methods.items():
+            cells = []
+            for r in rows:
+                why = ", ".join(f"{k} {v}" for k, v in (r.get("missed") or {}).items())
+                cells.append(f"{r['fault']} {r['boundary']}: {r['fired']}/{r['of']}")
+                cells[-1] += f" ({why})" if why else ""
+            lines.append(f"| {kind} | {method} | {'<br>'.join(cells)} |")
+    return lines
