@@ -17,6 +17,7 @@ MAX_LINES = 400
 LAZY_ALLOWED = {
     ("undobench_gym.runtime", "undobench_gym.runtime.docker"): "the `docker` extra",
     ("undobench_gym.agents.factory", "undobench_gym.agents.mcp.specs"): "the `mcp` extra",
+    ("undobench_gym.runner", "undobench_gym.evaluation.report"): "the `eval` extra",
 }
 
 
