@@ -14,48 +14,16 @@ from __future__ import annotations
 import argparse
 import json
 import sys
-from collections import defaultdict
 from pathlib import Path
 from typing import Any
 
+from undobench_gym.evaluation.study.verdicts import compare as compare_records
+
 from undobench_gym.trials import read_trials
-
-FIELDS = ("success", "finish_status", "truncated", "effects", "fault_fired", "state_hash")
-
-
-def verdict(episode: dict[str, Any]) -> dict[str, Any]:
-    out = {f: episode.get(f) for f in FIELDS}
-    outcome = episode.get("fault_outcome") or {}
-    out["fault_outcome"] = {k: outcome.get(k) for k in ("as_planned", "mechanism", "coin")}
-    out["actions"] = [t["action"] for t in episode.get("transcript", [])]
-    out["observations"] = [t["observation"] for t in episode.get("transcript", [])]
-    return out
 
 
 def compare(old: Path, new: Path) -> dict[str, Any]:
-    a = {r["pair_id"]: r for r in read_trials(old / "trials.jsonl")}
-    b = {r["pair_id"]: r for r in read_trials(new / "trials.jsonl")}
-    common = sorted(a.keys() & b.keys())
-    errors = [
-        p for p in common if any(a[p][x]["error"] or b[p][x]["error"] for x in ("control", "fault"))
-    ]
-    diffs: dict[str, list[str]] = defaultdict(list)
-    for pid in common:
-        if pid in errors:
-            continue
-        for arm in ("control", "fault"):
-            va, vb = verdict(a[pid][arm]), verdict(b[pid][arm])
-            for key in va:
-                if va[key] != vb[key]:
-                    diffs[f"{arm}.{key}"].append(pid)
-    return {
-        "old_pairs": len(a),
-        "new_pairs": len(b),
-        "compared": len(common) - len(errors),
-        "skipped_infra_errors": len(errors),
-        "identical": len(common) - len(errors) - len({p for ps in diffs.values() for p in ps}),
-        "differences": {k: {"pairs": len(v), "examples": v[:5]} for k, v in sorted(diffs.items())},
-    }
+    return compare_records(read_trials(old / "trials.jsonl"), read_trials(new / "trials.jsonl"))
 
 
 def main() -> None:

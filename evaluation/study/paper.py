@@ -1,0 +1,102 @@
+"""The paper's published figures, for the study's side-by-side tables.
+
+Two kinds: the raw paired-trial rows the reference published (four studies with hosted
+models M3/M4, frameworks F1/F2), recomputed here with our own metric code and intervals
+(their point estimates are plain counts, so they reproduce exactly), and the headline
+study's own summary (models M1/M2; its raw rows were never published), whose per-method
+point estimates are taken as printed, without intervals.
+"""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from ..indicators import Pair
+from ..metrics import rate
+from ..reference import iter_records
+
+LOST_ACK = "POST_MUTATION_PRE_ACK"
+#: study -> (declared boundary, what the reference says of it)
+STUDIES = {
+    "contemporary_models": (LOST_ACK, "M3, M4 x F1, F2; lost acknowledgement"),
+    "rb7n10_pre_mutation": ("PRE_MUTATION", "M3, M4 x F1, F2; fault before the mutation"),
+    "rb7n10_during_mutation": ("DURING_MUTATION", "M3, M4 x F1, F2; 4 composite tasks"),
+    "rb7n10_keys_everywhere": (
+        LOST_ACK,
+        "M3, M4 x F1, F2; server keys everywhere (boundary not stated: the same design as "
+        "contemporary_models is assumed)",
+    ),
+}
+#: the reference's method codes that ours name otherwise
+METHODS = {"B2-K-REAL": "B2-K"}
+METRICS = ("control_rate", "crsr", "der", "mer")
+HEADLINE = "rb3c_test_summary.json"
+
+
+@dataclass(frozen=True)
+class PaperFigure:
+    source: str
+    boundary: str
+    method: str
+    metric: str
+    value: float | None
+    num: int | None
+    den: int | None
+    ci: tuple[float, float] | None  # task-clustered bootstrap (recomputed), or None
+    note: str
+
+
+def _ci(r: dict[str, Any]) -> tuple[float, float] | None:
+    b = r.get("bootstrap")
+    return (float(b[0]), float(b[1])) if b else None
+
+
+def _raw_figures(root: Path) -> list[PaperFigure]:
+    out: list[PaperFigure] = []
+    for study, (boundary, note) in STUDIES.items():
+        path = root / study / "raw" / "matrix.csv"
+        if not path.is_file():
+            continue
+        by_method: dict[str, list[Pair]] = {}
+        for r in iter_records(path):
+            by_method.setdefault(METHODS.get(r["method"], r["method"]), []).append(r)
+        for method, pairs in sorted(by_method.items()):
+            for metric in METRICS:
+                r = rate(pairs, metric, condition=False)
+                out.append(
+                    PaperFigure(
+                        study,
+                        boundary,
+                        method,
+                        metric,
+                        r["value"],
+                        r["num"],
+                        r["den"],
+                        _ci(r),
+                        note,
+                    )
+                )
+    return out
+
+
+def _headline(root: Path) -> list[PaperFigure]:
+    path = root / HEADLINE
+    if not path.is_file():
+        return []
+    summary = json.loads(path.read_text(encoding="utf-8"))
+    by_method = summary["observability_stratification"]["UNKNOWN_OUTCOME"]["by_method"]
+    note = "M1, M2 x F1, F2; lost acknowledgement; per-method point estimates as published"
+    return [
+        PaperFigure("rb3c (headline)", LOST_ACK, method, metric, float(v), None, None, None, note)
+        for method, figures in sorted(by_method.items())
+        for metric, v in sorted(figures.items())
+        if metric in METRICS
+    ]
+
+
+def paper_figures(root: Path) -> list[PaperFigure]:
+    """Every published figure the study can set beside its own, headline first."""
+    return [*_headline(root), *_raw_figures(root)]

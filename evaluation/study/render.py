@@ -1,0 +1,204 @@
+"""docs/study.md from the study's runs: every number comes from the runs through the code
+that `undobench report` uses, so the document cannot drift from the data.
+
+Everything above the MEASURED marker depends only on the seeds and the code (the scripted
+parts): re-running the study regenerates it byte for byte. Below it is what a re-run
+changes: wall times, the machine, the raw files' hashes and the real-model smoke test.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from undobench_gym.trials import read_trials
+
+from ..indicators import Pair, is_infra_error
+from ..report import _contrast_lines, _pass_k_lines, _tost_lines, write_reports
+from ..run_meta import META_FILE
+from ..summary import summarize
+from . import tables
+from .paper import paper_figures
+from .plots import paper_plot
+from .spec import Part, Study
+from .verdicts import compare
+
+MEASURED = "<!-- measured: everything below changes from one run of the study to the next -->"
+PLOTS = ("crsr_by_method_boundary.png", "recovery_as_planned.png")
+BY_METHOD = ("control_rate", "crsr", "crsr_aware", "der", "uer", "mer", "urr", "eor")
+CONTRASTS = ("crsr_aware", "der")
+BY_MECHANISM = ("crsr", "crsr_aware", "der", "uer", "mer")
+PLACEHOLDER = re.compile(r"\{\{\s*([a-z_]+):([A-Za-z0-9-]+)(?::([A-Z_]+))?\s*\}\}")
+
+
+@dataclass
+class PartRun:
+    part: Part
+    pairs: list[Pair]
+    summary: dict[str, Any]
+    meta: dict[str, Any]
+
+
+def load_part(runs: Path, part: Part, *, html: bool) -> PartRun | None:
+    """The part's pairs and its reports (written afresh, as `undobench report` would)."""
+    out = runs / part.name
+    if not (out / "trials.jsonl").is_file():
+        return None
+    summary = write_reports(out, html=html)
+    meta_path = out / META_FILE
+    meta = json.loads(meta_path.read_text(encoding="utf-8")) if meta_path.is_file() else {}
+    return PartRun(part, read_trials(out / "trials.jsonl"), summary, meta)
+
+
+def _factorial(run: PartRun) -> str:
+    ps = run.pairs
+    seeds = sorted({p["seed"] for p in ps})
+    span = f"{seeds[0]}-{seeds[-1]}" if seeds == list(range(seeds[0], seeds[-1] + 1)) else seeds
+    return (
+        f"{len({p['workflow'] for p in ps})} workflows, "
+        f"{len({(p['workflow'], p['scenario']) for p in ps})} scenarios, "
+        f"methods {', '.join(sorted({str(p['method']) for p in ps}))}, seeds {span}, "
+        f"agents {', '.join(sorted({str(p['agent']) for p in ps}))}, "
+        f"runtime {', '.join(sorted({str(p['runtime']) for p in ps}))}"
+    )
+
+
+def _design(study: Study, runs: dict[str, PartRun | None], command: str) -> list[str]:
+    lines = [
+        f"# {study.title}",
+        "",
+        "Generated from the runs by `undobench study render` (do not edit by hand: edit the",
+        "study's `reading.md` or the code, and regenerate). Re-run everything with",
+        "",
+        "```bash",
+        command,
+        "```",
+        "",
+        "| part | role | what ran | pairs | infrastructure errors |",
+        "|---|---|---|---|---|",
+    ]
+    for p in study.parts:
+        run = runs.get(p.name)
+        if run is None:
+            lines.append(f"| {p.name} | {p.role} | not run | 0 | - |")
+            continue
+        errors = sum(1 for x in run.pairs if is_infra_error(x))
+        lines.append(
+            f"| {p.name} | {p.role}: {p.title} | {_factorial(run)} | {len(run.pairs)} | {errors} |"
+        )
+    return lines
+
+
+def _main_sections(run: PartRun, figures_rel: str) -> list[str]:
+    s, pairs = run.summary, run.pairs
+    o = s["overall"]
+    applied = bool(o["conditioning"]["applied"])
+    same = tables.identical_methods(s, BY_METHOD)
+    lines = [
+        "",
+        f"## Results: {run.part.title}",
+        "",
+        f"N = {o['N']} valid pairs; the control succeeded in D = {o['D']}; the fault happened "
+        f"as planned in {o['conditioning']['as_planned']} (the recovery metrics are computed "
+        "over those: docs/evaluation.md). Intervals: 95 % task-clustered bootstrap (tasks = "
+        "workflows, 10,000 resamples); Wilson intervals and BCa are in the run's report.",
+        "",
+        "### By method",
+        "",
+        *tables.by_group(s, "method", BY_METHOD),
+        "",
+        "Methods indistinguishable on every metric above (same counts): "
+        + (", ".join(f"{a} = {b}" for a, b in same) if same else "none")
+        + ".",
+        "",
+        "### Method x boundary",
+        "",
+        *tables.method_boundary(pairs, applied),
+        "",
+        f"![CRSR by method and boundary]({figures_rel}/crsr_by_method_boundary.png)",
+        "",
+        f"![Recovery as planned]({figures_rel}/recovery_as_planned.png)",
+        "",
+        "### By mechanism (what actually happened on the wire)",
+        "",
+        *tables.by_group(s, "mechanism", BY_MECHANISM),
+        "",
+        "### Pairs left out of the recovery metrics, and why",
+        "",
+        *tables.excluded(s),
+        *_contrast_lines({"contrasts": [c for c in s["contrasts"] if c["metric"] in CONTRASTS]}),
+        "",
+        f"Shown: {', '.join(CONTRASTS)}; the other metrics' contrasts are in the run's "
+        "report.md, and Holm's adjustment is over all of them.",
+        *_tost_lines(s["tost"]),
+        *_pass_k_lines(s),
+    ]
+    return lines
+
+
+def _paper_sections(run: PartRun, reference: Path | None, figures: Path, rel: str) -> list[str]:
+    if reference is None or not reference.is_dir():
+        return ["", "## Beside the paper", "", "No reference data given: section left out."]
+    figs = paper_figures(reference)
+    valid = [p for p in run.pairs if not is_infra_error(p)]
+    applied = bool(run.summary["overall"]["conditioning"]["applied"])
+    grids = {m: tables.grid_values(valid, applied, m) for m in {f.metric for f in figs}}
+
+    def ours(boundary: str, method: str, metric: str) -> dict[str, Any] | None:
+        return grids[metric].get((method, boundary))
+
+    paper_plot(figs, ours, figures / "paper_vs_ours.png")
+    headline = json.loads((reference / "rb3c_test_summary.json").read_text(encoding="utf-8"))
+    return [
+        "",
+        "## Beside the paper",
+        "",
+        "The paper's agents were hosted language models (M1-M4, frameworks F1/F2) against an",
+        "in-process simulation; ours is the scripted agent under each recovery method against",
+        "real services. Its figures are recomputed from its published rows with our metric code",
+        "(point estimates reproduce exactly; intervals: task-clustered bootstrap over its 12 or",
+        "4 tasks); the headline study (rb3c) published no rows, so its per-method figures are",
+        "printed as published, without intervals. Ours are as planned (faults that did not",
+        "happen as planned are left out), the paper's over all pairs.",
+        "",
+        "### The paper's contrasts (CRSR), re-tested",
+        "",
+        *tables.paper_hypotheses(run.summary["contrasts"], headline["method_contrasts_holm"]),
+        "",
+        "### Every published figure beside ours",
+        "",
+        *tables.paper_side_by_side(figs, ours),
+        "",
+        f"![Ours beside the paper]({rel}/paper_vs_ours.png)",
+    ]
+
+
+def _runtime_sections(run: PartRun, base: PartRun) -> list[str]:
+    ids = {p["pair_id"] for p in run.pairs}
+    same = [p for p in base.pairs if p["pair_id"] in ids]
+    result = compare(same, run.pairs)
+    diffs = result["differences"]
+    lines = [
+        "",
+        f"## Runtimes agree: {run.part.title}",
+        "",
+        f"The same pairs on `{base.part.name}` and `{run.part.name}`, matched by pair id and "
+        "compared on everything a verdict rests on (success, finish status, effects, how the "
+        "fault fired, the final state's hash, every action and observation): "
+        f"**{result['identical']} of {result['compared']} identical** "
+        f"({result['skipped_infra_errors']} skipped for an infrastructure error).",
+    ]
+    for field, d in diffs.items():
+        lines.append(f"- `{field}` differs in {d['pairs']} pairs, e.g. {', '.join(d['examples'])}")
+    lines += ["", f"| method | metric | {base.part.name} | {run.part.name} |", "|---|---|---|---|"]
+    a, b = summarize(same)["by"]["method"], run.summary["by"]["method"]
+    for method in sorted(a.keys() & b.keys()):
+        for metric in ("control_rate", "crsr", "crsr_aware", "der"):
+            lines.append(
+                f"| {method} | {metric} | {tables.rate_text(a[method][metric])} "
+                f"| {tables.rate_text(b[method][metric])} |"
+            )
+    return lines
