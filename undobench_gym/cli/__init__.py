@@ -11,7 +11,7 @@ import threading
 from types import FrameType
 
 from ..errors import UndoBenchError
-from . import audit, evaluate, mcp, openenv, run, serve, stacks, tasks, view
+from . import audit, evaluate, mcp, openenv, run, serve, stacks, study, tasks, view
 
 __all__ = ["build_parser", "main"]
 
@@ -32,6 +32,7 @@ def build_parser() -> argparse.ArgumentParser:
     serve.add(sub)
     mcp.add(sub)
     openenv.add(sub)
+    study.add(sub)
     return p
 
 
