@@ -105,8 +105,11 @@ def _measured(study: Study, runs: dict[str, PartRun | None], manifest: dict[str,
     lines += ["### Raw result files (sha256 as written; see the manifest)", ""]
     for name, entry in manifest["parts"].items():
         lines.append(f"- `{name}/trials.jsonl`: {entry['pairs']} pairs, `{entry['trials_sha256']}`")
-    code = manifest["code"]
-    lines += ["", f"Code: `{code['commit']}`{' with local changes' if code['dirty'] else ''}."]
+    lines += ["", "Code each part ran with (git commit; `+` local changes):", ""]
+    for name, entry in manifest["parts"].items():
+        versions = entry["code"] or [{"commit": None, "dirty": None}]
+        text = ", ".join(f"`{v['commit']}`{'+' if v['dirty'] else ''}" for v in versions)
+        lines.append(f"- {name}: {text}")
     return lines
 
 

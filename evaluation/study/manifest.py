@@ -40,9 +40,11 @@ def catalogue_sha256(workflows: set[str]) -> str:
 
 
 def code_version(root: Path | None = None) -> dict[str, Any]:
-    """The git commit of the code (this package's checkout), and whether it had local
-    changes; null outside a git checkout (an installed wheel)."""
-    root = root or Path(__file__).resolve().parent
+    """The git commit of the code (this package's checkout, else the working directory's:
+    an installed copy run from its source tree), and whether it had local changes."""
+    if root is None:
+        here = code_version(Path(__file__).resolve().parent)
+        return here if here["commit"] else code_version(Path.cwd())
     try:
         commit = subprocess.run(
             ["git", "rev-parse", "HEAD"], cwd=root, capture_output=True, text=True, check=True
@@ -59,12 +61,28 @@ def code_version(root: Path | None = None) -> dict[str, Any]:
     return {"commit": commit, "dirty": bool(dirty)}
 
 
+CODE_FILE = "code.json"
+
+
+def record_code(out: Path) -> None:
+    """Add the code version of this session to the run directory's code.json (a run that is
+    resumed with other code shows both)."""
+    path = out / CODE_FILE
+    seen = json.loads(path.read_text(encoding="utf-8")) if path.is_file() else []
+    version = code_version()
+    if version not in seen:
+        seen.append(version)
+    path.write_text(json.dumps(seen, indent=2) + "\n", encoding="utf-8")
+
+
 def part_entry(study_dir: Path, runs: Path, name: str, sweep: str) -> dict[str, Any]:
     trials = runs / name / "trials.jsonl"
+    code = runs / name / CODE_FILE
     records = read_trials(trials)
     seeds = sorted({r["seed"] for r in records})
     return {
         "workflows": sorted({r["workflow"] for r in records}),
+        "code": json.loads(code.read_text(encoding="utf-8")) if code.is_file() else None,
         "sweep": sweep,
         "sweep_sha256": sha256_file(study_dir / sweep),
         "pairs": len(records),
@@ -89,7 +107,7 @@ def build_manifest(
                 ref[str(f.relative_to(reference))] = sha256_file(f)
     return {
         "study": study.title,
-        "code": code_version(),
+        "rendered_with": code_version(),
         "catalogue_sha256": catalogue_sha256(
             {w for entry in parts.values() for w in entry["workflows"]}
         ),

@@ -63,6 +63,7 @@ def _command(args: argparse.Namespace) -> str:
 
 def run(args: argparse.Namespace) -> int:
     require("eval", "`undobench study`")
+    from ..evaluation.study.manifest import record_code
     from ..evaluation.study.spec import load_study
     from . import main
 
@@ -84,6 +85,8 @@ def run(args: argparse.Namespace) -> int:
             argv.append("--resume")
         if args.quiet:
             argv.append("--quiet")
+        out.mkdir(parents=True, exist_ok=True)
+        record_code(out)
         code = main(argv)
         if code:
             return code
