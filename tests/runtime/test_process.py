@@ -193,3 +193,24 @@ def test_a_port_taken_before_the_child_binds_it_is_chosen_again(
             assert list(rt.workdir.glob("*.port-taken-0.log"))
     finally:
         squatter.close()
+
+
+def test_undobench_image_pins_the_docker_runtimes_image(monkeypatch: pytest.MonkeyPatch) -> None:
+    """`UNDOBENCH_IMAGE` wins over :latest, and a tag that does not exist is a clear error."""
+    from undobench_gym.errors import UndoBenchError
+    from undobench_gym.runtime.images import current_image
+
+    class Images:
+        def list(self, name: str) -> list[str]:
+            return [name] if name in {"undobench/stack:latest", "undobench/stack:abc"} else []
+
+    class Client:
+        images = Images()
+
+    monkeypatch.delenv("UNDOBENCH_IMAGE", raising=False)
+    assert current_image(Client()) == "undobench/stack:latest"
+    monkeypatch.setenv("UNDOBENCH_IMAGE", "undobench/stack:abc")
+    assert current_image(Client()) == "undobench/stack:abc"
+    monkeypatch.setenv("UNDOBENCH_IMAGE", "undobench/stack:gone")
+    with pytest.raises(UndoBenchError, match="UNDOBENCH_IMAGE"):
+        current_image(Client())

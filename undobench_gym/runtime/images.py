@@ -260,6 +260,13 @@ def build(
 
 
 def current_image(client: Any) -> str:
+    """`UNDOBENCH_IMAGE` when set (a tag `images build` printed: pins the code a docker run
+    uses while the checkout changes or another build retags latest), else the latest."""
+    pinned = os.environ.get("UNDOBENCH_IMAGE")
+    if pinned:
+        if not client.images.list(name=pinned):
+            raise UndoBenchError(f"UNDOBENCH_IMAGE={pinned}: no such image")
+        return pinned
     if not client.images.list(name=f"{IMAGE_REPO}:latest"):
         raise UndoBenchError(f"no {IMAGE_REPO} image: run `undobench images build` first")
     return f"{IMAGE_REPO}:latest"
