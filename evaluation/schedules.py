@@ -1,7 +1,9 @@
 """Several faults per episode (issue 19): what each fault of a schedule did, per method.
 
 A cascade's pair records `schedule` ("cascade") and its fault episode's `fault_outcome`
-lists every fault (`faults`: as planned or not, the mechanism, the reason it missed). The
+lists every fault (`faults`: as planned or not, the mechanism, the reason it missed); a
+concurrent writer's pair records `schedule` ("concurrent-writer"), one fault, and the
+writer's calls in each episode (`writer`: at its trigger, or at the end). The
 recovery metrics stay conditioned on the *first* fault, the one the pair is about; a later
 fault that did not fire is a result, not an exclusion: a method that settled the first
 fault without a re-send never makes the call the later fault waits for (B1 and B5 answer
@@ -32,12 +34,24 @@ def has_cascades(pairs: list[Pair]) -> bool:
 
 def fault_counts(pairs: list[Pair]) -> dict[str, dict[str, list[dict[str, Any]]]]:
     """{schedule: {method: [per fault: boundary, fired (as planned), of (pairs), and why
-    the others missed]}} over the valid cascade pairs."""
+    the others missed]}} over the valid cascade and concurrent-writer pairs (a writer's
+    pair: its one fault, then `writer`: fault episodes whose writer acted at its trigger,
+    not at the end)."""
     acc: dict[tuple[str, str, int], dict[str, Any]] = {}
     for p in pairs:
         if is_infra_error(p) or schedule(p) == SINGLE:
             continue
-        for f in (fault_outcome(p) or {}).get("faults") or []:
+        outcome = fault_outcome(p) or {}
+        faults = outcome.get("faults") or [{"fault": 0, "boundary": p.get("boundary"), **outcome}]
+        writer = (p.get("fault") or {}).get("writer")
+        if writer is not None:
+            acted = bool(writer) and writer[0].get("after_call") is not None
+            reason = None if acted else ("at_end" if writer else "never_acted")
+            faults = [
+                *faults,
+                {"fault": len(faults), "boundary": "writer", "as_planned": acted, "reason": reason},
+            ]
+        for f in faults:
             key = (schedule(p), str(p.get("method")), int(f["fault"]))
             row = acc.setdefault(
                 key,
@@ -59,7 +73,7 @@ def fault_counts(pairs: list[Pair]) -> dict[str, dict[str, list[dict[str, Any]]]
 
 def fault_lines(summary: dict[str, Any]) -> list[str]:
     """report.md: fired counts per fault of each schedule, per method (nothing for a run
-    without cascades)."""
+    without cascades or writers)."""
     faults = summary.get("faults") or {}
     if not faults:
         return []

@@ -1,5 +1,7 @@
 """The stress split (issue 19): every stress workflow's gold plan succeeds in control, every
-fault of every schedule fires under the gold plan, and a schedule is deterministic.
+fault of every schedule fires under the gold plan, and a schedule is deterministic. (The
+concurrent writer's own tests are in tests/test_concurrent_writer.py; its workflows are in
+the catalogue-wide cases here too: control success, its fault firing, its writer acting.)
 
 "Under the gold plan" means the scripted gold-plan agent behind naive retry (B0): a
 cascade's later faults land on retries, and the bare scripted agent gives up at the first
@@ -18,20 +20,28 @@ from undobench_gym.specs import Boundary, FaultScenario, LaterFault
 
 STRESS = all_workflows("stress")
 CASES = [(w, s.id) for w in STRESS for s in w.scenarios]
+#: The cascades (the concurrent writer's workflows hold one fault each).
+CASCADES = [w for w in STRESS if w.writer is None]
+WRITERS = [w for w in STRESS if w.writer is not None]
 
 
 def _faults(record: dict[str, Any]) -> list[dict[str, Any]]:
-    faults: list[dict[str, Any]] = record["fault_outcome"]["faults"]
+    """Every fault of the episode's schedule: a cascade's list, or the one fault."""
+    outcome: dict[str, Any] = record["fault_outcome"]
+    faults: list[dict[str, Any]] = outcome.get("faults") or [{**outcome, "index": None}]
     return faults
 
 
-def test_every_domain_has_a_stress_workflow_and_only_cascades() -> None:
+def test_every_domain_has_a_cascade_and_a_writer_and_nothing_else() -> None:
     from undobench_gym.catalog import DOMAINS
 
-    assert {w.domain for w in STRESS} == set(DOMAINS)
-    assert all(s.schedule_kind == "cascade" for w in STRESS for s in w.scenarios)
-    kinds = {s.id for w in STRESS for s in w.scenarios}
+    assert {w.domain for w in CASCADES} == set(DOMAINS)
+    assert {w.domain for w in WRITERS} == set(DOMAINS)
+    assert all(s.schedule_kind == "cascade" for w in CASCADES for s in w.scenarios)
+    kinds = {s.id for w in CASCADES for s in w.scenarios}
     assert kinds == {"crash-then-lost-ack", "lost-ack-twice", "retries-dropped"}
+    assert {s.id for w in WRITERS for s in w.scenarios} == {"writer-lookalike", "writer-overwrite"}
+    assert all(w.schedule_kind == "concurrent-writer" for w in WRITERS)
     # The paper's splits are untouched: no cascade outside the stress split.
     assert not [w.id for w in all_workflows() if w.split != "stress" for s in w.scenarios if s.then]
 
@@ -53,6 +63,10 @@ def test_every_fault_of_the_schedule_fires_under_the_gold_plan(
     assert not missed, missed
     indices = [f["index"] for f in faults if f["index"] is not None]
     assert indices == sorted(set(indices)), "each fault on its own call, in schedule order"
+    if workflow.writer is not None:  # and the writer acted at its trigger, not at the end
+        assert [w["after_call"] is not None and w["status"] < 300 for w in record["writer"]] == [
+            True
+        ] * len(workflow.writer.actions)
 
 
 def test_a_crash_cascade_fires_under_bare_too(play: Any) -> None:

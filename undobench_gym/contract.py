@@ -161,6 +161,8 @@ class CommitRow(BaseModel):
     at: str = ""
     idempotency_key: str | None = None
     compensation: bool = False
+    #: None: the agent's (through the proxy); "writer": the concurrent writer's (issue 19).
+    actor: str | None = None
 
 
 class AdminState(BaseModel):

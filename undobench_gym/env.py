@@ -29,6 +29,7 @@ from .seeding import derive_seed, stable_id
 from .spaces import JsonText, ToolCallSpace
 from .specs import FaultScenario, Verdict, WorkflowSpec, fill
 from .stack_client import StackClient
+from .writer import WriterRun
 
 
 class UndoBenchEnv(gym.Env[str, str]):
@@ -127,6 +128,7 @@ class UndoBenchEnv(gym.Env[str, str]):
             worker_crash=fault.worker_crash,
             params=params,
             tools=tools,
+            writer=WriterRun(workflow.writer) if workflow.writer is not None else None,
         )
         task = workflow.instruction.format(**params)
         info = {
@@ -162,6 +164,8 @@ class UndoBenchEnv(gym.Env[str, str]):
         else:
             obs = self._call(parsed, ep)
             logged = parsed.as_dict()
+            if ep.writer is not None and ep.writer.due(parsed.tool, ep.tool_counts[parsed.tool]):
+                self._writer_acts(ep, after_call=len(ep.calls))
         ep.transcript.append({"step": ep.steps, "action": logged, "observation": obs})
         truncated = not finished and ep.steps >= self.max_steps
         if truncated:
@@ -222,6 +226,13 @@ class UndoBenchEnv(gym.Env[str, str]):
             body = resp.text[:4000]
         return {"tool": call.tool, "status": resp.status_code, "body": body}
 
+    def _writer_acts(self, ep: Episode, after_call: int | None) -> None:
+        """The task's concurrent writer makes its calls now (admin port, not the proxy)."""
+        assert ep.writer is not None
+        self.runtime.wait_healthy(probe=self._suspect)
+        self._check_no_unplanned_exit(ep)
+        ep.writer.act(self._stack, self._domain.tools, self.domain_name, ep.params, after_call)
+
     def _check_no_unplanned_exit(self, ep: Episode) -> None:
         """A service or the proxy exited outside the fault plan (killed, crashed, OOM):
         what this episode saw is not what the plan asked for, so it is void. Raising makes
@@ -265,6 +276,8 @@ class UndoBenchEnv(gym.Env[str, str]):
         ep.done = True
         self.runtime.wait_healthy(probe=True)
         self._check_no_unplanned_exit(ep)
+        if ep.writer is not None and not ep.writer.acted:
+            self._writer_acts(ep, after_call=None)  # the other client does not wait
         state = self._stack.state()
         commit_log = self._stack.commit_log()
         wire = self._stack.wire()  # waits for held flows (a `timeout` fault)

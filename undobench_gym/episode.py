@@ -9,6 +9,7 @@ from typing import Any
 from .catalog import ToolSpec
 from .contract import CommitRow, WireLog
 from .specs import FaultScenario, FaultTarget, Verdict, WorkflowSpec
+from .writer import WriterRun
 
 
 @dataclass
@@ -60,6 +61,8 @@ class Episode:
     tools: dict[str, ToolSpec]
     #: The hidden coins of a cascade's later faults (None where not ambiguous).
     coins: tuple[bool | None, ...] = ()
+    #: The task's concurrent writer (None: the task has none).
+    writer: WriterRun | None = None
     steps: int = 0
     transcript: list[dict[str, Any]] = field(default_factory=list)
     calls: list[CallRecord] = field(default_factory=list)

@@ -146,6 +146,11 @@ def judge_effects(
     return duplicates, missing, forbidden, unrequired
 
 
+def agents_rows(commit_log: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """The commit-log rows the agent made: not the concurrent writer's (tagged `actor`)."""
+    return [r for r in commit_log if not r.get("actor")]
+
+
 def evaluate(
     workflow: WorkflowSpec,
     params: dict[str, Any],
@@ -159,6 +164,9 @@ def evaluate(
     truncated: bool = False,
     finish_status: str | None = None,
 ) -> Verdict:
+    # The concurrent writer's commits (issue 19) are another client's: the state oracle
+    # sees their result, the effect oracle never counts them as the agent's.
+    commit_log = agents_rows(commit_log)
     effects = semantic_effects(commit_log)
     invariants = [check_predicate(p, state["tables"], params) for p in workflow.invariants]
     duplicates, missing, forbidden, unrequired = judge_effects(workflow, params, effects)

@@ -161,10 +161,14 @@ def run_pair(
         "scenario": scenario.id,
         "boundary": scenario.boundary.value,
         "ambiguous": scenario.ambiguous,
-        # A cascade's pairs only: single-fault records keep their shape (read as "single").
+        # A cascade's or a concurrent writer's pairs only: single-fault records keep their
+        # shape (read as "single").
         **(
-            {"schedule": scenario.schedule_kind, "faults": scenario.fault_count}
-            if scenario.then
+            {
+                "schedule": workflow.schedule_kind or scenario.schedule_kind,
+                "faults": scenario.fault_count,
+            }
+            if scenario.then or workflow.writer is not None
             else {}
         ),
         "prefix_equivalent": prefix_equivalent(control, faulted),

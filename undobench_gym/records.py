@@ -30,7 +30,11 @@ def _wire(events: list[WireEvent]) -> list[dict[str, Any]]:
 
 
 def _commits(rows: list[CommitRow]) -> list[dict[str, Any]]:
-    return [{k: getattr(r, k) for k in COMMIT_KEYS} for r in rows]
+    """The rows, each tagged with its actor when it is not the agent's (the writer's)."""
+    return [
+        {**{k: getattr(r, k) for k in COMMIT_KEYS}, **({"actor": r.actor} if r.actor else {})}
+        for r in rows
+    ]
 
 
 def episode_record(ep: Episode) -> dict[str, Any]:
@@ -38,6 +42,8 @@ def episode_record(ep: Episode) -> dict[str, Any]:
     out = ep.outcome
     assert out is not None, "the episode has not finished"
     v = out.verdict
+    # The concurrent writer's calls (issue 19), only on the records of tasks that have one.
+    writer = {"writer": ep.writer.log} if ep.writer is not None else {}
     return {
         "episode_id": ep.public_id,
         "success": v.success,
@@ -67,4 +73,5 @@ def episode_record(ep: Episode) -> dict[str, Any]:
         "hidden_commit_coin": ep.coin,
         "wall_ms": out.wall_ms,
         "error": None,
+        **writer,
     }

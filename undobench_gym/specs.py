@@ -166,6 +166,23 @@ class GoldStep(BaseModel):
     arguments: dict[str, Any] = Field(default_factory=dict)
 
 
+class ConcurrentWriter(BaseModel):
+    """Another client of the same services (issue 19): right after the agent's `nth` call
+    of `tool` (a read or a write, whatever it answered), it makes its own real calls
+    (`actions`: tools and `{param}`-templated arguments, so its values come from the
+    seed) through the stack's admin port, never the fault proxy. Part of the task
+    instance, not of the fault: the control and the fault episode get the same writer at
+    the same point. One that the agent never triggers acts before the verdict (the other
+    client does not wait), so the final state the oracles expect always holds its change.
+    Its commits are tagged as the writer's and never counted as the agent's effects."""
+
+    model_config = ConfigDict(frozen=True, extra="forbid")
+    tool: str
+    nth: int = Field(default=1, ge=1)
+    actions: tuple[GoldStep, ...] = Field(min_length=1)
+    description: str = ""
+
+
 ParamDraw = Callable[[int, dict[str, Any]], dict[str, Any]]
 
 
@@ -189,6 +206,14 @@ class WorkflowSpec(BaseModel):
     scenarios: list[FaultScenario]
     #: (seed, fixture) -> task parameters; excluded from dumps.
     draw_params: ParamDraw = Field(exclude=True)
+    #: A concurrent writer acting in every episode of this task (control and fault).
+    writer: ConcurrentWriter | None = None
+
+    @property
+    def schedule_kind(self) -> str | None:
+        """`concurrent-writer` when the task has a writer (reports group its pairs), else
+        None: the scenario's own kind."""
+        return "concurrent-writer" if self.writer is not None else None
 
     def scenario(self, scenario_id: str) -> FaultScenario:
         for sc in self.scenarios:

@@ -104,6 +104,21 @@ class StackClient:
             timeout=self.timeout,
         )
 
+    # ---- the concurrent writer's side: the admin port, never the proxy -----------------
+
+    def send_as_writer(self, req: HttpRequest) -> httpx.Response:
+        """The concurrent writer's call: the same service API, under `/admin/writer` on
+        the admin port, so the proxy never numbers, faults or logs it (the path loses the
+        proxy's routing prefix, the domain's name)."""
+        path = req.path.removeprefix(f"/{self.domain}")
+        return self.http.request(
+            req.method,
+            self.runtime.endpoints.admin_urls[self.domain] + "/admin/writer" + path,
+            params=req.params,
+            json=req.json,
+            headers=req.headers,
+        )
+
     def close(self) -> None:
         if self._http is not None:
             self._http.close()

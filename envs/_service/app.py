@@ -20,6 +20,7 @@ from starlette.responses import Response
 
 from undobench_gym.contract import IDEMPOTENCY_MODES, LABEL_PREFIX
 
+from .actor import WRITER, WRITER_PREFIX, AsActor
 from .context import DomainService, ServiceContext, scalar_rows
 from .db import CommitLog, IdempotencyRecord, Meta, canonical_json
 
@@ -165,7 +166,9 @@ def reset_state(ctx: ServiceContext, seed: int) -> None:
         ctx.domain.seed_files(ctx.data_dir, seed)
 
 
-def create_admin_app(ctx: ServiceContext) -> FastAPI:
+def create_admin_app(ctx: ServiceContext, public: FastAPI | None = None) -> FastAPI:
+    """The admin API; with `public`, also the public API under `/admin/writer`, on behalf
+    of the concurrent writer (never through the fault proxy, never the agent's calls)."""
     app = FastAPI(title=f"{ctx.domain.title} admin", version="1.0.0")
     app.state.ctx = ctx
     app.add_exception_handler(RequestValidationError, _validation_error)
@@ -204,6 +207,8 @@ def create_admin_app(ctx: ServiceContext) -> FastAPI:
                     "at": r.at,
                     "idempotency_key": r.idempotency_key,
                     "compensation": r.compensation,
+                    # Only on the writer's rows: the agent's rows keep their old shape.
+                    **({"actor": r.actor} if r.actor else {}),
                 }
                 for r in rows
             ]
@@ -224,8 +229,11 @@ def create_admin_app(ctx: ServiceContext) -> FastAPI:
     app.include_router(router)
     for extra in ctx.domain.admin_routers:
         app.include_router(extra)
+    if public is not None:
+        app.mount(WRITER_PREFIX, AsActor(public, WRITER))
     return app
 
 
 def create_apps(domain: DomainService, ctx: ServiceContext) -> tuple[FastAPI, FastAPI]:
-    return create_public_app(ctx), create_admin_app(ctx)
+    public = create_public_app(ctx)
+    return public, create_admin_app(ctx, public)

@@ -26,6 +26,8 @@ class CommitLog(Base):
     at: Mapped[str] = mapped_column(String(32))
     idempotency_key: Mapped[str | None] = mapped_column(String(255), nullable=True)
     compensation: Mapped[bool] = mapped_column(default=False)
+    #: Who committed it: None for the agent, "writer" for the stack's concurrent writer.
+    actor: Mapped[str | None] = mapped_column(String(16), nullable=True, default=None)
 
 
 class Meta(Base):

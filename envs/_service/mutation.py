@@ -22,6 +22,7 @@ from sqlalchemy.orm import Session
 
 from undobench_gym.contract import IDEMPOTENCY_HEADER
 
+from .actor import ACTOR
 from .context import ServiceContext, get_ctx, now
 from .db import CommitLog, IdempotencyRecord, canonical_json
 
@@ -68,6 +69,7 @@ def record_commit(
             at=now(session),
             idempotency_key=key,
             compensation=compensation,
+            actor=ACTOR.get(),
         )
     )
 

@@ -10,11 +10,13 @@ from __future__ import annotations
 from ..workflows_stress import crash_then_lost_ack, lost_ack_twice, retries_dropped, stress
 from .workflows_ops import RESTART, ROLLBACK
 from .workflows_release import CANARY, CUTOVER
+from .workflows_writer import RESTART_WRITER
 
 WORKFLOWS = [CANARY, RESTART, ROLLBACK, CUTOVER]
 #: The stress split (issue 19): the same tasks under fault schedules.
 STRESS = [
     stress(RESTART, crash_then_lost_ack("scale_deployment")),
     stress(CANARY, retries_dropped("register_endpoint"), lost_ack_twice("create_deployment")),
+    RESTART_WRITER,
 ]
 WORKFLOWS += STRESS

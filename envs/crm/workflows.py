@@ -12,11 +12,13 @@ from __future__ import annotations
 from ..workflows_stress import crash_then_lost_ack, lost_ack_twice, retries_dropped, stress
 from .workflows_customers import FIX, RENEW
 from .workflows_sales import CLOSE, CONVERT
+from .workflows_writer import CLOSE_WRITER
 
 WORKFLOWS = [CONVERT, RENEW, FIX, CLOSE]
 #: The stress split (issue 19): the same tasks under fault schedules.
 STRESS = [
     stress(CLOSE, crash_then_lost_ack("set_opportunity_amount")),
     stress(FIX, retries_dropped("unenroll_contact"), lost_ack_twice("enroll_contact")),
+    CLOSE_WRITER,
 ]
 WORKFLOWS += STRESS

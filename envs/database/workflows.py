@@ -12,11 +12,13 @@ from __future__ import annotations
 from ..workflows_stress import crash_then_lost_ack, lost_ack_twice, retries_dropped, stress
 from .workflows_accounts import ORDER, TRANSFER, UPGRADE
 from .workflows_composites import DIVIDEND, MIGRATION
+from .workflows_writer import TRANSFER_WRITER
 
 WORKFLOWS = [TRANSFER, DIVIDEND, ORDER, MIGRATION, UPGRADE]
 #: The stress split (issue 19): the same tasks under fault schedules.
 STRESS = [
     stress(TRANSFER, crash_then_lost_ack("adjust_balance")),
     stress(UPGRADE, retries_dropped("adjust_balance"), lost_ack_twice("adjust_balance")),
+    TRANSFER_WRITER,
 ]
 WORKFLOWS += STRESS

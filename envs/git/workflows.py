@@ -12,11 +12,13 @@ from __future__ import annotations
 from ..workflows_stress import crash_then_lost_ack, lost_ack_twice, retries_dropped, stress
 from .workflows_commits import BACKPORT, CONFIG, REVERT
 from .workflows_release import MERGE, RELEASE
+from .workflows_writer import CONFIG_WRITER
 
 WORKFLOWS = [CONFIG, BACKPORT, REVERT, RELEASE, MERGE]
 #: The stress split (issue 19): the same tasks under fault schedules.
 STRESS = [
     stress(MERGE, crash_then_lost_ack("commit_file")),
     stress(REVERT, retries_dropped("revert_commit"), lost_ack_twice("commit_file")),
+    CONFIG_WRITER,
 ]
 WORKFLOWS += STRESS

@@ -11,11 +11,13 @@ from ..workflows_stress import crash_then_lost_ack, lost_ack_twice, retries_drop
 from .workflows_email import BATCH
 from .workflows_oncall import PAGE, SMS
 from .workflows_webhooks import STATUSPAGE
+from .workflows_writer import SMS_WRITER
 
 WORKFLOWS = [BATCH, STATUSPAGE, SMS, PAGE]
 #: The stress split (issue 19): the same tasks under fault schedules.
 STRESS = [
     stress(PAGE, crash_then_lost_ack("trigger_page")),
     stress(SMS, retries_dropped("post_chat_message"), lost_ack_twice("send_sms")),
+    SMS_WRITER,
 ]
 WORKFLOWS += STRESS

@@ -11,11 +11,13 @@ from __future__ import annotations
 from ..workflows_stress import crash_then_lost_ack, lost_ack_twice, retries_dropped, stress
 from .workflows_charges import CHARGE, REFUND, RENEW
 from .workflows_transfers import PAYOUT, WIRE
+from .workflows_writer import CHARGE_WRITER
 
 WORKFLOWS = [CHARGE, RENEW, REFUND, PAYOUT, WIRE]
 #: The stress split (issue 19): the same tasks under fault schedules.
 STRESS = [
     stress(RENEW, crash_then_lost_ack("renew_subscription")),
     stress(REFUND, retries_dropped("create_refund"), lost_ack_twice("create_charge")),
+    CHARGE_WRITER,
 ]
 WORKFLOWS += STRESS

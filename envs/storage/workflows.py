@@ -25,6 +25,7 @@ from undobench_gym.specs import (
 from ..workflows_stress import crash_then_lost_ack, lost_ack_twice, retries_dropped, stress
 from . import params
 from .composite import CRASH_AFTER_PARTS
+from .workflows_writer import promote_writer
 
 B = Boundary
 E = EffectExpectation
@@ -366,5 +367,6 @@ WORKFLOWS = [PUBLISH, ROLLBACK, PROMOTE, DATASET, PROVISION]
 STRESS = [
     stress(PROMOTE, crash_then_lost_ack("copy_object")),
     stress(PROVISION, retries_dropped("put_object"), lost_ack_twice("put_object")),
+    promote_writer(PROMOTE),
 ]
 WORKFLOWS += STRESS

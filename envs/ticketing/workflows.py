@@ -10,11 +10,13 @@ from __future__ import annotations
 from ..workflows_stress import crash_then_lost_ack, lost_ack_twice, retries_dropped, stress
 from .workflows_followup import RESOLVE, RETRACT
 from .workflows_response import ESCALATE, OPEN_AND_PAGE
+from .workflows_writer import OPEN_AND_PAGE_WRITER
 
 WORKFLOWS = [OPEN_AND_PAGE, RESOLVE, RETRACT, ESCALATE]
 #: The stress split (issue 19): the same tasks under fault schedules.
 STRESS = [
     stress(RESOLVE, crash_then_lost_ack("resolve_incident")),
     stress(RETRACT, retries_dropped("retract_page"), lost_ack_twice("page_responder")),
+    OPEN_AND_PAGE_WRITER,
 ]
 WORKFLOWS += STRESS

@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import json
 import os
+from collections import Counter
 from collections.abc import Iterable, Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from pathlib import Path
@@ -24,6 +25,7 @@ from fastapi.testclient import TestClient
 from httpx import Response
 from jsonschema import Draft202012Validator
 from undobench_gym.agents.scripted import resolve_refs
+from undobench_gym.envs._service.actor import WRITER_PREFIX
 from undobench_gym.envs._service.app import create_apps
 from undobench_gym.envs._service.context import CRASH_HEADER, DomainService, ServiceContext
 
@@ -126,6 +128,7 @@ class ServiceClient:
         args: Mapping[str, Any] | None = None,
         *,
         headers: Mapping[str, str] | None = None,
+        as_writer: bool = False,
     ) -> Response:
         """Call a tool: path parameters go in the URL, the other arguments in the query (GET,
         DELETE) or the JSON body. Unlike the env, arguments are not validated first, so a
@@ -141,10 +144,12 @@ class ServiceClient:
             path = path.replace("{" + name + "}", quote(str(rest.pop(name)), safe=""))
         hdrs = dict(headers or {})
         res: Response
+        # The concurrent writer (issue 19) calls the same API under the admin app.
+        client, path = (self.admin, WRITER_PREFIX + path) if as_writer else (self.public, path)
         if spec.method in ("GET", "DELETE"):
-            res = self.public.request(spec.method, path, params=rest, headers=hdrs)
+            res = client.request(spec.method, path, params=rest, headers=hdrs)
         else:
-            res = self.public.request(spec.method, path, json=rest, headers=hdrs)
+            res = client.request(spec.method, path, json=rest, headers=hdrs)
         return res
 
     def ok(
@@ -214,6 +219,8 @@ def run_gold_plan(
     response bodies, in call order."""
     latest: dict[int, Any] = {}
     bodies: list[Any] = []
+    counts: Counter[str] = Counter()
+    acted = wf.writer is None
     for i in range(len(wf.gold_plan)) if steps is None else steps:
         step = wf.gold_plan[i]
         args = resolve_refs(fill(step.arguments, params), [latest.get(n) for n in range(i)])
@@ -221,7 +228,29 @@ def run_gold_plan(
         assert res.status_code < 300, f"{wf.id} step {i} {step.tool}: {res.status_code} {res.text}"
         latest[i] = res.json()
         bodies.append(latest[i])
+        counts[step.tool] += 1
+        if (
+            wf.writer is not None
+            and not acted
+            and (step.tool, counts[step.tool])
+            == (
+                wf.writer.tool,
+                wf.writer.nth,
+            )
+        ):
+            acted = run_writer(client, wf, params)
+    if not acted:
+        run_writer(client, wf, params)  # as the env does: the other client does not wait
     return bodies
+
+
+def run_writer(client: ServiceClient, wf: WorkflowSpec, params: dict[str, Any]) -> bool:
+    """The task's concurrent writer makes its calls (each must succeed)."""
+    assert wf.writer is not None
+    for action in wf.writer.actions:
+        res = client.call(action.tool, fill(action.arguments, params), as_writer=True)
+        assert res.status_code < 300, f"{wf.id} writer {action.tool}: {res.text}"
+    return True
 
 
 def retry_after_gold_plan(
@@ -265,7 +294,7 @@ def assert_effects(
     from undobench_gym.oracles import judge_effects, semantic_effects
 
     duplicates, missing, forbidden, unrequired = judge_effects(
-        wf, params, semantic_effects([dict(r) for r in log])
+        wf, params, semantic_effects([dict(r) for r in log if not r.get("actor")])
     )
     assert (duplicates, missing, forbidden, unrequired) == ([], [], [], []), wf.id
 

@@ -74,9 +74,17 @@ def test_every_route_declares_its_effect(svc: ServiceClient) -> None:
 
 
 def test_workflows_are_consistent(svc: ServiceClient) -> None:
-    assert len(WORKFLOWS) == 6  # two of them the stress split's cascades
-    assert sorted(w.split for w in WORKFLOWS) == ["dev", "dev", "stress", "stress", "test", "val"]
-    assert len({w.id for w in WORKFLOWS}) == 6
+    assert len(WORKFLOWS) == 7  # three of them the stress split's (cascades, a writer)
+    assert sorted(w.split for w in WORKFLOWS) == [
+        "dev",
+        "dev",
+        "stress",
+        "stress",
+        "stress",
+        "test",
+        "val",
+    ]
+    assert len({w.id for w in WORKFLOWS}) == 7
     boundaries = {s.boundary for w in WORKFLOWS for s in w.scenarios}
     assert set(Boundary) <= boundaries
     for wf in WORKFLOWS:

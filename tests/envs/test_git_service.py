@@ -135,10 +135,10 @@ def test_every_route_declares_its_effect(svc: ServiceClient) -> None:
 
 
 def test_workflows_are_consistent(svc: ServiceClient) -> None:
-    assert len(WORKFLOWS) == 7  # two of them the stress split's cascades
+    assert len(WORKFLOWS) == 8  # three of them the stress split's (cascades, a writer)
     splits = [w.split for w in WORKFLOWS]
-    assert [splits.count(s) for s in ("dev", "val", "test", "stress")] == [2, 1, 2, 2]
-    assert len({w.id for w in WORKFLOWS}) == 7
+    assert [splits.count(s) for s in ("dev", "val", "test", "stress")] == [2, 1, 2, 3]
+    assert len({w.id for w in WORKFLOWS}) == 8
     boundaries = {s.boundary for w in WORKFLOWS for s in w.scenarios}
     assert boundaries == set(Boundary)
     assert any(s.ambiguous for w in WORKFLOWS for s in w.scenarios)

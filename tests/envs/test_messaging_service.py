@@ -135,9 +135,17 @@ def test_every_route_declares_its_effect(svc: ServiceClient) -> None:
 
 
 def test_workflows_are_consistent(svc: ServiceClient) -> None:
-    assert len(WORKFLOWS) == 6  # two of them the stress split's cascades
-    assert sorted(w.split for w in WORKFLOWS) == ["dev", "dev", "stress", "stress", "test", "val"]
-    assert len({w.id for w in WORKFLOWS}) == 6
+    assert len(WORKFLOWS) == 7  # three of them the stress split's (cascades, a writer)
+    assert sorted(w.split for w in WORKFLOWS) == [
+        "dev",
+        "dev",
+        "stress",
+        "stress",
+        "stress",
+        "test",
+        "val",
+    ]
+    assert len({w.id for w in WORKFLOWS}) == 7
     for wf in WORKFLOWS:
         assert_workflow_is_consistent(svc, wf, prefix="msg-")
         for sc in wf.scenarios:

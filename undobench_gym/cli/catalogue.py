@@ -38,9 +38,28 @@ def catalogue_rows(split: str | None) -> list[dict[str, Any]]:
                     }
                     for s in w.scenarios
                 ],
+                # Only on a task with a concurrent writer (issue 19).
+                **({"writer": w.writer.model_dump(mode="json")} if w.writer else {}),
             }
         )
     return rows
+
+
+def _ordinal(n: int) -> str:
+    return f"{n}{ {1: 'st', 2: 'nd', 3: 'rd'}.get(n if n < 20 else n % 10, 'th') }"
+
+
+def writer_line(r: dict[str, Any]) -> list[str]:
+    """The concurrent writer of a task, in one sentence (nothing for a task without one)."""
+    wr = r.get("writer")
+    if not wr:
+        return []
+    calls = ", ".join(f"`{a['tool']}`" for a in wr["actions"])
+    return [
+        f"Concurrent writer: right after the agent's {_ordinal(wr['nth'])} `{wr['tool']}` "
+        f"call, {wr['description']} ({calls}, through the admin port, in the control and "
+        "the fault episode alike)."
+    ]
 
 
 def catalogue_markdown(rows: list[dict[str, Any]]) -> str:
@@ -98,5 +117,6 @@ def catalogue_markdown(rows: list[dict[str, Any]]) -> str:
             + ".",
             f"Invariants: {len(w.invariants)} checks on values; gold plan: "
             f"{len(w.gold_plan)} calls.",
+            *writer_line(r),
         ]
     return "\n".join(out) + "\n"
