@@ -79,6 +79,7 @@ def _history(ep: dict[str, Any]) -> list[str]:
     out = []
     for r in rows:
         extra = " [compensation]" if r.get("compensation") else ""
+        extra += f" [{r['actor']}]" if r.get("actor") else ""  # the concurrent writer's
         key = f" key={r['idempotency_key']}" if r.get("idempotency_key") else ""
         head = f"#{r.get('seq')} {r.get('op')} ({r.get('effect_class')})"
         out.append(f"{head} {r.get('identity')}{key}{extra}")
@@ -141,3 +142,7 @@ def render(pair: dict[str, Any], console: Console, limit: int = 60) -> None:
         console.print(f"  effect history ({name}):", markup=False)
         for line in _history(ep):
             console.print(f"    {line}", markup=False, highlight=False)
+        for w in ep.get("writer") or []:  # the concurrent writer's calls (issue 19)
+            when = f"after call {w['after_call']}" if w.get("after_call") else "at the end"
+            line = f"writer {when}: {w['tool']} {json.dumps(w['arguments'])} -> {w['status']}"
+            console.print(f"  {line}", markup=False, highlight=False)
