@@ -148,6 +148,15 @@ def _expect_skip(i: int) -> Expect:
 
 def _expect_wrong(ctx: pt.Context, agent: pt.PlanAgent, rec: dict[str, Any]) -> list[Check]:
     v = rec["verdict"]
+    writer = ctx.workflow.writer
+    overwritten = writer is not None and {a.tool for a in writer.actions} & {
+        s.step.tool for s in agent.sent
+    }
+    if overwritten and v["state_ok"]:
+        # A concurrent writer set the same thing after the agent's wrong value: the final
+        # state holds the writer's value, so only the effect oracle can show the agent's.
+        shown = bool(v["missing"] and v["unrequired"])
+        return [_failed(v), Check("wrong value reported as an effect", shown, True)]
     return [_failed(v), Check("state invariant fails", not v["state_ok"], True)]
 
 
