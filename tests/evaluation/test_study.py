@@ -173,3 +173,25 @@ def test_the_papers_figures_reproduce_its_published_counts() -> None:
     ) == (759, 960)
     assert figs[("rb3c (headline)", "B2", "crsr")].value == pytest.approx(0.5349)
     assert figs[("rb7n10_keys_everywhere", "B2-K", "crsr")].den == 762
+
+
+def test_a_part_lost_to_infrastructure_errors_is_not_rendered(
+    study: dict[str, Path], tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """Every pair recorded, every one an infrastructure error (a stack that cannot start):
+    the study stops with the cause instead of rendering figures over nothing."""
+    runs = tmp_path / "runs"
+    (runs / "main").mkdir(parents=True)
+    lines = (study["runs"] / "main" / "trials.jsonl").read_text().splitlines()
+    broken = []
+    for line in lines:
+        record = json.loads(line)
+        record["control"]["error"] = "stack_start: StackStartError: service exited with 1"
+        broken.append(json.dumps(record))
+    (runs / "main" / "trials.jsonl").write_text("\n".join(broken) + "\n")
+    doc = tmp_path / "study.md"
+    argv = ["study", "run", "--study", str(study["study"]), "--runs", str(runs)]
+    argv += ["--doc", str(doc), "--reference", "", "--parts", "main", "--quiet"]
+    assert main(argv) == 2
+    assert "20 of 20 pairs ended in an infrastructure error" in capsys.readouterr().err
+    assert not doc.exists()

@@ -90,7 +90,28 @@ def run(args: argparse.Namespace) -> int:
         code = main(argv)
         if code:
             return code
+        _check_infra(out)
     return render(args)
+
+
+#: a part with more of its pairs lost to infrastructure errors than this is not a result
+MAX_INFRA_SHARE = 0.01
+
+
+def _check_infra(out: Path) -> None:
+    """Stop before rendering a part the infrastructure ate: its figures would be over the
+    few pairs that survived (`--resume` after the cause is fixed re-runs only those)."""
+    from ..trials import read_trials
+
+    records = read_trials(out / "trials.jsonl")
+    failed = [r for r in records if r["control"].get("error") or r["fault"].get("error")]
+    if records and len(failed) > MAX_INFRA_SHARE * len(records):
+        first = failed[0]["control"].get("error") or failed[0]["fault"].get("error")
+        raise UndoBenchError(
+            f"{out}: {len(failed)} of {len(records)} pairs ended in an infrastructure error "
+            f"(first: {str(first)[:300]}); fix the cause, delete those records or the "
+            "directory, and run again"
+        )
 
 
 def render(args: argparse.Namespace) -> int:
