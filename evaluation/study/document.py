@@ -155,7 +155,8 @@ def render_study(
         "pair's verdicts, transcripts and final-state hash, in pair-id order; timings left "
         "out), the hash of the catalogue the runs used and of the reference files. "
         "`undobench study verify RUNS` recomputes the digests of a copy of the runs, or of a "
-        "re-run, and says what differs. The raw `trials.jsonl` files are not kept in the "
+        "re-run, and says what differs (the scripted and runtime parts; a real model's smoke "
+        "part need not repeat). The raw `trials.jsonl` files are not kept in the "
         "repository (tens of MB); the command above reproduces them, and the digests show "
         "that it did.",
     ]
