@@ -11,6 +11,7 @@ from typing import Any
 
 from undobench_gym.errors import UndoBenchError
 
+from ..indicators import is_infra_error
 from . import tables
 from .manifest import MANIFEST, build_manifest
 from .render import (
@@ -33,7 +34,7 @@ def fill(text: str, main: PartRun) -> str:
     """The reading's `{{metric:method}}` and `{{metric:method:BOUNDARY}}` placeholders,
     replaced by the figures of the main part, so that its prose cannot drift from the data.
     An unknown one is an error, not a blank."""
-    valid = [p for p in main.pairs if p["control"].get("error") is None]
+    valid = [p for p in main.pairs if not is_infra_error(p)]
     applied = bool(main.summary["overall"]["conditioning"]["applied"])
     grids: dict[str, dict[tuple[str, str], Any]] = {}
 

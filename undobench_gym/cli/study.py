@@ -101,10 +101,11 @@ MAX_INFRA_SHARE = 0.01
 def _check_infra(out: Path) -> None:
     """Stop before rendering a part the infrastructure ate: its figures would be over the
     few pairs that survived (`--resume` after the cause is fixed re-runs only those)."""
+    from ..evaluation.indicators import is_infra_error
     from ..trials import read_trials
 
     records = read_trials(out / "trials.jsonl")
-    failed = [r for r in records if r["control"].get("error") or r["fault"].get("error")]
+    failed = [r for r in records if is_infra_error(r)]
     if records and len(failed) > MAX_INFRA_SHARE * len(records):
         first = failed[0]["control"].get("error") or failed[0]["fault"].get("error")
         raise UndoBenchError(
