@@ -170,6 +170,15 @@ def test_ports_are_chosen_below_the_ephemeral_range() -> None:
     assert len(ports) > 40  # random, so that concurrent choosers rarely collide
 
 
+def test_ports_are_chosen_above_the_compose_files_fixed_ports() -> None:
+    """Stop 25's CI failure: a test's stack held 127.0.0.1:18302 (database's admin port
+    in docker-compose.yml) when the compose test brought the file up."""
+    from undobench_gym.runtime.compose import host_ports
+
+    fixed = [port for ports in host_ports().values() for port in ports.values()]
+    assert max(fixed) < children._LOWEST_PORT
+
+
 @pytest.mark.parametrize("taken_index", [0, 2], ids=["service-port", "proxy-port"])
 def test_a_port_taken_before_the_child_binds_it_is_chosen_again(
     monkeypatch: pytest.MonkeyPatch, taken_index: int

@@ -132,7 +132,9 @@ def restart_mode(requested: str | None = None) -> str:
     return mode
 
 
-_LOWEST_PORT = 10000
+# Above docker-compose.yml's fixed host ports (18100-18399): a stack that chose one of
+# them made `docker compose up` fail in CI with "address already in use" (stop 25).
+_LOWEST_PORT = 20000
 PORT_ATTEMPTS = 3  # a chosen port can be taken before the child binds it
 _random = random.SystemRandom()
 
