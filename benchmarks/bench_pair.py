@@ -1,11 +1,13 @@
 """Where one paired trial's time goes, phase by phase, with CPU time per process.
 
     python benchmarks/bench_pair.py [--pairs 20] [--runtime process] [--json]
+    python benchmarks/bench_pair.py --workflow git-cut-release   # its own scenarios
 
 Runs paired trials through the sweep's own worker (`TrialWorker.run`, the record written
 by `TrialWriter`) for three kinds of scenario on one workflow: a crash point (the service
 process dies mid-mutation and is restarted), a lost acknowledgement, and a pre-mutation
-502. Each phase is timed *exclusively* (a phase nested in another is not counted twice):
+502 (with `--workflow`, every fault scenario of that workflow instead). Each phase is
+timed *exclusively* (a phase nested in another is not counted twice):
 
   reset          the env's reset itself (episode bookkeeping, drawing the parameters)
   admin reset    the service's state reset over its admin API
@@ -42,6 +44,7 @@ from pathlib import Path
 from typing import Any
 
 from undobench_gym import env as env_module
+from undobench_gym.catalog import find_workflow
 from undobench_gym.env import UndoBenchEnv
 from undobench_gym.executors.base import TrialTask
 from undobench_gym.executors.worker import GuardedAgent, TrialWorker
@@ -146,16 +149,22 @@ def cpu_snapshot(worker: TrialWorker) -> dict[str, float]:
 
 
 def run_kind(
-    worker: TrialWorker, writer: TrialWriter, scenario: str, pairs: int, runtime: str
+    worker: TrialWorker,
+    writer: TrialWriter,
+    scenario: str,
+    pairs: int,
+    runtime: str,
+    workflow: str = WORKFLOW,
+    domain: str = DOMAIN,
 ) -> dict[str, Any]:
     walls: list[float] = []
     phases: dict[str, list[float]] = defaultdict(list)
     cpu: dict[str, float] = defaultdict(float)
     for seed in range(1, pairs + 1):
         task = TrialTask(
-            pair_id=pair_id(WORKFLOW, scenario, "bare", seed, "scripted") + f"-{time.time_ns()}",
-            workflow=WORKFLOW,
-            domain=DOMAIN,
+            pair_id=pair_id(workflow, scenario, "bare", seed, "scripted") + f"-{time.time_ns()}",
+            workflow=workflow,
+            domain=domain,
             scenario=scenario,
             method="bare",
             seed=seed,
@@ -194,25 +203,34 @@ def main() -> None:
     p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     p.add_argument("--pairs", type=int, default=20, help="pairs per scenario kind")
     p.add_argument("--runtime", default="process", choices=["process", "docker"])
+    p.add_argument("--workflow", default=WORKFLOW, help="profile this workflow's scenarios")
     p.add_argument("--json", action="store_true")
     args = p.parse_args()
+    workflow, domain, scenarios = args.workflow, DOMAIN, SCENARIOS
+    if workflow != WORKFLOW:
+        spec = find_workflow(workflow)
+        domain = spec.domain
+        scenarios = {s.id: s.id for s in spec.scenarios}
     instrument()
     worker = TrialWorker("bench", max_stacks=1, trial_timeout=None)
-    results: dict[str, Any] = {"runtime": args.runtime, "workflow": WORKFLOW}
+    results: dict[str, Any] = {"runtime": args.runtime, "workflow": workflow}
     with tempfile.TemporaryDirectory(prefix="bench-pair-") as tmp:
         writer = TrialWriter(Path(tmp) / "trials.jsonl")
         try:
-            run_kind(worker, writer, SCENARIOS["pre 502"], 2, args.runtime)  # warm-up
-            for kind, scenario in SCENARIOS.items():
-                results[kind] = run_kind(worker, writer, scenario, args.pairs, args.runtime)
+            warm = next(iter(scenarios.values()))
+            run_kind(worker, writer, warm, 2, args.runtime, workflow, domain)  # warm-up
+            for kind, scenario in scenarios.items():
+                results[kind] = run_kind(
+                    worker, writer, scenario, args.pairs, args.runtime, workflow, domain
+                )
         finally:
             writer.close()
             worker.close()
     if args.json:
         print(json.dumps(results, indent=2))
         return
-    print(f"{args.runtime} runtime, {WORKFLOW}, scripted agent, method bare")
-    for kind in SCENARIOS:
+    print(f"{args.runtime} runtime, {workflow}, scripted agent, method bare")
+    for kind in scenarios:
         r = results[kind]
         print(f"\n{kind}: {r['pairs']} pairs, median {r['median_pair_ms']} ms per pair")
         for phase, ms in r["phases_median_ms"].items():

@@ -7,6 +7,7 @@ main's tree (as after a `git reset` on main), so a plain `git commit` there is a
 
 from __future__ import annotations
 
+import re
 import subprocess
 import threading
 from pathlib import Path
@@ -19,6 +20,7 @@ from .gitcli import GIT, GitError, git_env, run_git
 from .models import File, Ref
 
 MAX_MIRRORED_BYTES = 64 * 1024
+FULL_SHA = re.compile(r"[0-9a-f]{40}")
 _MUTEXES: dict[str, threading.Lock] = {}
 _MUTEXES_GUARD = threading.Lock()
 
@@ -83,7 +85,12 @@ class Repo:
         return head.removeprefix("ref: refs/heads/")
 
     def resolve(self, rev: str) -> str | None:
-        """The full id of the commit `rev` names (branch, tag or commit id), or None."""
+        """The full id of the commit `rev` names (branch, tag or commit id), or None.
+
+        A branch is read from its ref file (the service only ever points a branch at a
+        commit, so `^{commit}` has nothing to peel); anything else asks git."""
+        if rev.startswith("refs/heads/"):
+            return self.read_ref(rev)
         proc = self.git("rev-parse", "--verify", "--quiet", f"{rev}^{{commit}}", check=False)
         text = proc.stdout.decode().strip()
         return text if proc.returncode == 0 and len(text) == 40 else None
@@ -92,7 +99,35 @@ class Repo:
         return self.resolve(f"refs/heads/{branch}")
 
     def ref_exists(self, ref: str) -> bool:
+        """`git show-ref --verify --quiet REF`, for branches and tags read from the files."""
+        if ref.startswith(("refs/heads/", "refs/tags/")):
+            return self.read_ref(ref) is not None
         return self.git("show-ref", "--verify", "--quiet", ref, check=False).returncode == 0
+
+    def read_ref(self, ref: str) -> str | None:
+        """The object id `ref` (a full refs/... name) holds: its loose file, else its line
+        in packed-refs, as git reads it. A git process apiece cost ~4 ms, and the release
+        and commit mutations ask a dozen times a call. Git writes a ref by renaming a
+        finished lock file into place, so a loose ref file is always whole."""
+        if ".." in ref or ref.endswith(".lock"):
+            return None
+        try:
+            value = (self.git_dir / ref).read_text().strip()
+        except (FileNotFoundError, NotADirectoryError, IsADirectoryError):
+            value = self._packed_refs().get(ref, "")
+        if value.startswith("ref: "):
+            return self.read_ref(value[5:])
+        return value if FULL_SHA.fullmatch(value) else None
+
+    def _packed_refs(self) -> dict[str, str]:
+        packed = self.git_dir / "packed-refs"
+        found: dict[str, str] = {}
+        if packed.is_file():
+            for line in packed.read_text().splitlines():
+                if line and line[0] not in "#^":
+                    oid, name = line.split(" ", 1)
+                    found[name] = oid
+        return found
 
     def is_ancestor(self, ancestor: str, descendant: str) -> bool:
         proc = self.git("merge-base", "--is-ancestor", ancestor, descendant, check=False)
@@ -107,13 +142,7 @@ class Repo:
         (loose ref files over packed-refs; no `*.lock`), because every state dump reads
         every repository's refs and a git process apiece cost ~10 ms. Git writes a ref by
         renaming a finished lock file into place, so a ref file is always whole."""
-        found: dict[str, str] = {}
-        packed = self.git_dir / "packed-refs"
-        if packed.is_file():
-            for line in packed.read_text().splitlines():
-                if line and line[0] not in "#^":
-                    oid, name = line.split(" ", 1)
-                    found[name] = oid
+        found = self._packed_refs()
         symbolic: dict[str, str] = {}
         for kind in ("heads", "tags"):
             base = self.git_dir / "refs" / kind
@@ -222,8 +251,6 @@ def _tree_files(rd: ObjectReader, tree: str, prefix: str, memo: dict[str, list[A
 
 def snapshot(repo: Repo) -> tuple[list[dict[str, Any]], list[dict[str, Any]]]:
     """The git_refs and git_files rows of `repo` as it is on disk now."""
-    fmt = "--format=%(refname)%00%(objecttype)%00%(objectname)%00%(*objectname)"
-    listing = repo.out("for-each-ref", fmt, "refs/heads", "refs/tags")
     refs: list[dict[str, Any]] = []
     files: list[dict[str, Any]] = []
     commits: dict[str, tuple[str, list[str], str]] = {}
@@ -238,15 +265,22 @@ def snapshot(repo: Repo) -> tuple[list[dict[str, Any]], list[dict[str, Any]]]:
                 commits[sha] = (headers["tree"][0], headers.get("parent", []), message)
             return commits[sha]
 
-        for line in listing.splitlines():
-            refname, kind, oid, peeled = line.split("\0")
+        # What `git for-each-ref refs/heads refs/tags` lists (sorted by name), with the
+        # kind of each target from its object, so no git process beyond the reader.
+        for refname, oid in repo.refs().items():
+            target = rd.read(oid)
+            if target is None:
+                continue
+            kind, data = target
             tag_object = tag_message = None
             sha = oid
             if kind == "tag":
-                obj = rd.read(oid)
-                tag_message = split_object(obj[1])[1] if obj else ""
-                tag_object, sha = oid, peeled
-            elif kind != "commit":
+                headers, tag_message = split_object(data)
+                tag_object, sha = oid, headers["object"][0]
+            elif kind == "commit":
+                headers, message = split_object(data)
+                commits.setdefault(oid, (headers["tree"][0], headers.get("parent", []), message))
+            else:
                 continue
             seen: set[str] = set()
             stack = [sha]

@@ -99,6 +99,52 @@ def test_python_object_ids_match_git(svc: ServiceClient, seed: int) -> None:
         assert r.out("diff", "--cached", "--name-only", "refs/heads/main") == ""
 
 
+def _git_says(r: Repo, ref: str) -> tuple[bool, str | None]:
+    exists = r.git("show-ref", "--verify", "--quiet", ref, check=False).returncode == 0
+    proc = r.git("rev-parse", "--verify", "--quiet", f"{ref}^{{commit}}", check=False)
+    return exists, (proc.stdout.decode().strip() or None) if proc.returncode == 0 else None
+
+
+def test_refs_read_from_files_agree_with_git(svc: ServiceClient) -> None:
+    """`Repo.ref_exists` and `Repo.resolve` read branch and tag refs from git's files
+    (a git process apiece was the git service's main cost): they must say what git says,
+    for loose refs, packed refs, missing refs, a name below an existing branch, and a ref
+    whose update a crash left half-done (its `.lock` beside the old value)."""
+    svc.reset(SEED)
+    h = build_fixture(SEED)["history"][0]
+    r = repo(svc, h["name"])
+    r.git("pack-refs", "--all")  # every ref now lives in packed-refs
+    tip = r.read_ref("refs/heads/main")
+    assert tip is not None
+    r.git("update-ref", "refs/heads/loose-only", tip)  # a loose ref over packed ones
+    (r.git_dir / "refs" / "heads" / "main.lock").write_text("0" * 40 + "\n")
+    tag = f"refs/tags/{h['tags'][0]['name']}"
+    names = [
+        "refs/heads/main",
+        "refs/heads/loose-only",
+        "refs/heads/main/below",
+        tag,
+        "refs/heads/absent",
+        "refs/tags/absent",
+    ]
+    for ref in names:
+        exists, commit_id = _git_says(r, ref)
+        assert r.ref_exists(ref) is exists, ref
+        if ref.startswith("refs/heads/"):
+            assert r.resolve(ref) == commit_id, ref
+    assert r.resolve(tag) == _git_says(r, tag)[1]  # an annotated tag: peeled by git
+    fmt = "--format=%(refname) %(objecttype) %(objectname) %(*objectname)"
+    listed = [
+        ln.split() for ln in r.out("for-each-ref", fmt, "refs/heads", "refs/tags").splitlines()
+    ]
+    expected = [
+        (n, o, None) if k == "commit" else (n, p, o)
+        for n, k, o, *p_ in listed
+        for p in [p_[0] if p_ else None]
+    ]
+    assert [(x["ref"], x["sha"], x["tag_object"]) for x in snapshot(r)[0]] == expected
+
+
 def test_runtime_commits_are_deterministic(svc: ServiceClient) -> None:
     first = assert_gold_plan_is_reproducible(svc, svc.workflow("git-merge-feature"))
     assert first[1]["date"] == "2026-01-01T00:00:01Z"
