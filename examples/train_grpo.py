@@ -14,8 +14,7 @@ model is evaluated before and after on held-out seeds with the harness of `undob
 (`--agent hf:DIR`, F1), whose summary gives CRSR, DER and the control rate with Wilson
 intervals.
 
-CPU (the defaults, sized for about 20 min on two idle cores; not yet timed end to end with
-the warm start, see docs/training.md):
+CPU (the defaults, sized for about 20 min on two idle cores; measured in docs/training.md):
     python examples/train_grpo.py --out runs/grpo
 Smoke size (CI, tests/rl/test_train_grpo.py): --smoke
 Resume an interrupted run: the same command again (it continues from the last checkpoint).
@@ -84,7 +83,8 @@ def parse(argv: list[str] | None) -> argparse.Namespace:
     p.add_argument("--eval-workflows", default=None, help="default: the training workflows")
     p.add_argument("--device", default="cpu", choices=["cpu", "cuda"])
     p.add_argument("--dtype", default="float32", choices=["float32", "bfloat16"])
-    p.add_argument("--threads", type=int, default=1, help="torch CPU threads (0: default)")
+    p.add_argument("--threads", type=int, default=2, help="torch CPU threads (0: default)")
+    p.add_argument("--seed", type=int, default=0, help="LoRA init, warm start and sampling")
     p.add_argument("--smoke", action="store_true", help="CI size: 2 steps, tiny evaluation")
     p.add_argument(
         "--warm-start",
@@ -93,7 +93,7 @@ def parse(argv: list[str] | None) -> argparse.Namespace:
         help="supervised LoRA fine-tuning on scripted demonstrations before GRPO",
     )
     p.add_argument("--warm-demos", type=int, default=4, help="demonstrations per workflow")
-    p.add_argument("--warm-epochs", type=int, default=4)
+    p.add_argument("--warm-epochs", type=int, default=3)
     p.add_argument("--warm-lr", type=float, default=3e-3)
     p.add_argument("--temperature", type=float, default=1.0, help="GRPO sampling")
     args = p.parse_args(argv)
@@ -226,6 +226,7 @@ def warm_start(
 def main(argv: list[str] | None = None) -> dict[str, Any]:
     args = parse(argv)
     import torch
+    import transformers
     from peft import LoraConfig, get_peft_model
     from trl import GRPOConfig, GRPOTrainer
 
@@ -234,6 +235,10 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
 
     if args.threads:
         torch.set_num_threads(args.threads)
+    # Python, numpy and torch seeded before the LoRA is made: its initial weights, the
+    # warm start's order and GRPO's samples then repeat run to run on one machine (TRL
+    # seeds again from GRPOConfig.seed, but only once the trainer is built).
+    transformers.set_seed(args.seed)
     out = Path(args.out)
     out.mkdir(parents=True, exist_ok=True)
     wfs = [w.strip() for w in args.workflows.split(",") if w.strip()]
@@ -281,7 +286,7 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
         == "cuda",  # recomputation costs more than it saves on a CPU
         use_cpu=args.device == "cpu",
         bf16=args.dtype == "bfloat16",
-        seed=0,
+        seed=args.seed,
     )
     lora = LoraConfig(
         r=args.lora_r,
