@@ -39,7 +39,10 @@ def _example() -> ModuleType:
 @pytest.fixture(scope="module")
 def smoke(tmp_path_factory: pytest.TempPathFactory) -> tuple[dict[str, Any], Path]:
     out = tmp_path_factory.mktemp("grpo-smoke")
-    return _example().main(["--smoke", "--out", str(out)]), out
+    # The run is seeded (Python, numpy, torch): with seed 1 the first group has a reward
+    # spread on this machine (seed 0: rewards 0/0 in both groups, measured 2026-12-03), so
+    # the GRPO update is checked; elsewhere a run without a spread is a named skip.
+    return _example().main(["--smoke", "--seed", "1", "--out", str(out)]), out
 
 
 def test_the_warm_start_trains_the_lora_on_demonstrations_and_the_harness_evaluates(
