@@ -12,8 +12,7 @@ from pathlib import Path
 from typing import Any
 
 from fastapi import APIRouter, Request
-from sqlalchemy import Engine, Integer, Table, Text, cast, select
-from sqlalchemy.dialects.sqlite import insert as sqlite_insert
+from sqlalchemy import Engine, Table, select
 from sqlalchemy.orm import Session
 
 from undobench_gym.contract import CRASH_EXIT_CODE, CRASH_HEADER, IDEMPOTENCY_MODES
@@ -120,20 +119,18 @@ def _meta_get(session: Session, key: str, default: str) -> str:
     return default if row is None else row.value
 
 
+def _meta_set(session: Session, key: str, value: str) -> None:
+    session.merge(Meta(key=key, value=value))
+
+
 def seed_of(session: Session) -> int:
     return int(_meta_get(session, "seed", "0"))
 
 
 def next_counter(session: Session, name: str) -> int:
-    """Add one to a counter and return it: one SQL upsert, where an ORM get and merge took
-    ~11% of a storage service's CPU (every mutation reads the clock and draws ids). The
-    row is the same: the key, and the count as text. Nothing reads a counter through the
-    ORM, so no session holds a stale copy of the row."""
-    stmt = sqlite_insert(Meta).values(key=f"counter:{name}", value="1")
-    stmt = stmt.on_conflict_do_update(
-        index_elements=[Meta.key], set_={"value": cast(cast(Meta.value, Integer) + 1, Text)}
-    )
-    return int(session.execute(stmt.returning(Meta.value)).scalar_one())
+    value = int(_meta_get(session, f"counter:{name}", "0")) + 1
+    _meta_set(session, f"counter:{name}", str(value))
+    return value
 
 
 def now(session: Session) -> str:

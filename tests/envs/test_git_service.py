@@ -133,15 +133,13 @@ def test_refs_read_from_files_agree_with_git(svc: ServiceClient) -> None:
         if ref.startswith("refs/heads/"):
             assert r.resolve(ref) == commit_id, ref
     assert r.resolve(tag) == _git_says(r, tag)[1]  # an annotated tag: peeled by git
+    # for-each-ref's own listing: a commit ref is (name, commit, no tag object); an
+    # annotated tag is (name, the commit it peels to, the tag object).
     fmt = "--format=%(refname) %(objecttype) %(objectname) %(*objectname)"
-    listed = [
-        ln.split() for ln in r.out("for-each-ref", fmt, "refs/heads", "refs/tags").splitlines()
-    ]
-    expected = [
-        (n, o, None) if k == "commit" else (n, p, o)
-        for n, k, o, *p_ in listed
-        for p in [p_[0] if p_ else None]
-    ]
+    expected = []
+    for line in r.out("for-each-ref", fmt, "refs/heads", "refs/tags").splitlines():
+        name, kind, oid, *peeled = line.split()
+        expected.append((name, oid, None) if kind == "commit" else (name, peeled[0], oid))
     assert [(x["ref"], x["sha"], x["tag_object"]) for x in snapshot(r)[0]] == expected
 
 
