@@ -121,5 +121,6 @@ def make_agent(spec: str, framework: str | None = None, config: Any = None) -> A
             return _llm(backend, _framework(framework, "F1"), config)
         if kind == "vllm":
             return _llm(VLLMBackend(rest), _framework(framework, "F1"), config)
-        return _llm(HFBackend(rest, threads=config.hf_threads), _framework(framework, "F2"), config)
+        hf = HFBackend(rest, threads=config.hf_threads, prefix_cache=bool(config.hf_prefix_cache))
+        return _llm(hf, _framework(framework, "F2"), config)
     raise UndoBenchError(f"agent {spec!r} is not available; use {SPECS}")

@@ -79,6 +79,13 @@ def parse(argv: list[str] | None) -> argparse.Namespace:
         help="seconds per evaluation pair (undobench run --trial-timeout; its default 300 "
         "gives an episode 135 s, which a CPU model on a loaded machine can run out of)",
     )
+    p.add_argument(
+        "--eval-workers",
+        type=int,
+        default=2,
+        help="evaluation worker processes, each with its own copy of the model and "
+        "--threads // N torch threads (2 x 1 thread ran 1.17x 1 x 2 threads here)",
+    )
     p.add_argument("--no-eval-before", action="store_true")
     p.add_argument("--eval-workflows", default=None, help="default: the training workflows")
     p.add_argument("--device", default="cpu", choices=["cpu", "cuda"])
@@ -103,7 +110,7 @@ def parse(argv: list[str] | None) -> argparse.Namespace:
         args.steps, args.max_completion, args.tool_turns = 2, 320, 2
         args.warm_demos, args.warm_epochs = 2, 5
         args.eval_seeds, args.eval_max_steps, args.eval_max_tokens = 1, 2, 32
-        args.no_eval_before, args.threads = True, 1
+        args.no_eval_before, args.threads, args.eval_workers = True, 1, 1
         args.eval_workflows = args.eval_workflows or args.workflows.split(",")[0]
     return args
 
@@ -166,13 +173,15 @@ def evaluate(
     from undobench_gym.cli import main as undobench
 
     os.environ["UNDOBENCH_LLM_MAX_TOKENS"] = str(args.eval_max_tokens)
-    os.environ["UNDOBENCH_LLM_HF_THREADS"] = str(args.threads)
+    workers = max(1, args.eval_workers)
+    per_worker = args.threads and max(1, args.threads // workers)  # 0: torch's default
+    os.environ["UNDOBENCH_LLM_HF_THREADS"] = str(per_worker)
     scenarios = sorted({s for w in wfs for s in CURRICULUM.get(w, [])})
     seeds = f"100000-{100000 + args.eval_seeds - 1}"
     argv = ["run", "--workflows", ",".join(wfs), "--method", "bare", "--seeds", seeds]
     argv += ["--agent", f"hf:{model_dir}", "--framework", "F1", "--quiet", "--resume"]
     argv += ["--max-steps", str(args.eval_max_steps), "--out", str(out)]
-    argv += ["--trial-timeout", str(args.eval_trial_timeout)]
+    argv += ["--trial-timeout", str(args.eval_trial_timeout), "--workers", str(workers)]
     if scenarios:
         argv += ["--scenarios", ",".join(scenarios)]
     code = undobench(argv)

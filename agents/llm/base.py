@@ -47,6 +47,9 @@ class LLMConfig:
     backoff_max_s: float = 8.0
     timeout_s: float = 120.0  # per request
     hf_threads: int = 0  # hf: torch CPU threads (0: torch's default; 1 is faster on a busy CPU)
+    # hf: keep the key/value cache of the last conversation and re-use its longest common
+    # prefix with the next request (1), or encode every prompt from scratch (0)
+    hf_prefix_cache: int = 1
     # "auto" (the measured default) or "required": a tool call every turn (F1: the
     # server's tool_choice; F2: JSON-schema constrained actions where the server can)
     tool_choice: str = "auto"

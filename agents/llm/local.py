@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import importlib.util
 import os
+import threading
 from typing import Any, cast
 
 from undobench_gym.errors import UndoBenchError
@@ -69,11 +70,17 @@ def _reply(text: str, request: Request, turn_key: str, prompt: int, completion: 
 
 class HFBackend:
     """A local transformers model on the CPU: greedy at temperature 0, else sampled with
-    `torch.manual_seed(seed)`. Meant for small models (SmolLM2-135M, test models)."""
+    `torch.manual_seed(seed)`. Meant for small models (SmolLM2-135M, test models).
+
+    Each request of an episode repeats the whole conversation so far, and every episode
+    starts with the same system prompt and tools. With `prefix_cache` the backend keeps the
+    key/value cache of the last prompt and reply and encodes only what follows their
+    longest common prefix with the next prompt (measured: encoding a 1,450-token prompt
+    takes SmolLM2-135M 4.5 s on two CPU threads, as long as 50 generated tokens)."""
 
     kind = "hf"
 
-    def __init__(self, path: str, *, threads: int = 0) -> None:
+    def __init__(self, path: str, *, threads: int = 0, prefix_cache: bool = True) -> None:
         source, gguf = resolve_model_path(path)
         try:
             import torch
@@ -104,12 +111,55 @@ class HFBackend:
         self.lm = cast(Any, self.lm).eval()  # inference mode; transformers leaves it untyped
         limit = getattr(self.lm.config, "max_position_embeddings", None)
         self.context = int(limit) if limit else None
+        self.prefix_cache = prefix_cache
+        # transformers 5 renamed generate's `past_key_values` (kept with a warning) to `cache`
+        self._cache_name = (
+            "cache" if int(transformers.__version__.split(".")[0]) >= 5 else ("past_key_values")
+        )
+        self._lock = threading.Lock()  # one generation at a time owns the cache
+        self._cache: Any = None  # the key/value cache of the last prompt and reply
+        self._cached_ids: Any = None  # the token ids that cache holds
+        self.reused_tokens = 0  # prompt tokens taken from the cache instead of encoded
+
+    def _reusable(self, ids: Any) -> tuple[Any, int]:
+        """(cache cropped to the longest common prefix with `ids`, its length), or (None, 0).
+        At least one prompt token is left to encode: generation starts from its logits."""
+        if self._cache is None or self._cached_ids is None:
+            return None, 0
+        n = min(int(self._cached_ids.shape[0]), int(ids.shape[0]) - 1)
+        differ = (self._cached_ids[:n] != ids[:n]).nonzero()
+        common = int(differ[0, 0]) if differ.shape[0] else n
+        if common == 0:
+            return None, 0
+        surplus = int(self._cache.get_seq_length()) - common
+        try:
+            if surplus:
+                self._cache.crop(-surplus)  # negative: tokens to drop (transformers 4 and 5)
+        except (AttributeError, NotImplementedError, ValueError):
+            return None, 0  # a cache kind that cannot be cut back: encode it all
+        return self._cache, common
 
     def _render(self, request: Request) -> str:
         text: Any = self.tokenizer.apply_chat_template(
             request.messages, tools=request.tools, add_generation_prompt=True, tokenize=False
         )
         return str(text)
+
+    def _generate(self, enc: Any, gen: dict[str, Any]) -> Any:
+        """The whole sequence (prompt and reply), from the cached prefix where one is kept."""
+        with self._torch.no_grad():
+            if not self.prefix_cache:
+                return self.lm.generate(**enc, **gen)[0]
+            cache, reused = self._reusable(enc["input_ids"][0])
+            self._cache = self._cached_ids = None  # dropped if generation fails half-way
+            if cache is not None:
+                gen = gen | {self._cache_name: cache}
+            out = self.lm.generate(**enc, **gen, return_dict_in_generate=True)
+        seq = out.sequences[0]
+        self._cache = getattr(out, self._cache_name)
+        self._cached_ids = seq[: self._cache.get_seq_length()]
+        self.reused_tokens += reused
+        return seq
 
     def complete(self, request: Request) -> Reply:
         torch = self._torch
@@ -134,9 +184,9 @@ class HFBackend:
             torch.manual_seed(request.seed)
         else:
             gen.update(temperature=None, top_p=None, top_k=None)
-        with torch.no_grad():
-            out = self.lm.generate(**enc, **gen)
-        new = out[0, n_prompt:]
+        with self._lock:
+            seq = self._generate(enc, gen)
+        new = seq[n_prompt:]
         text = _cut(self.tokenizer.decode(new, skip_special_tokens=True), request.stop)
         return _reply(text, request, f"hf:{self.model}", n_prompt, int(new.shape[0]))
 

