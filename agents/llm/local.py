@@ -8,9 +8,11 @@ Heavy imports are lazy, so importing this module costs nothing.
 
 from __future__ import annotations
 
+import contextlib
 import importlib.util
 import os
 import threading
+from collections.abc import Iterator
 from typing import Any, cast
 
 from undobench_gym.errors import UndoBenchError
@@ -91,10 +93,10 @@ class HFBackend:
             ) from exc
         self.model = path
         self._torch = torch
-        if threads:
-            # Process-wide. On an oversubscribed CPU one thread beats two by far (measured
-            # 8 vs 1 tokens/s for SmolLM2-135M on a busy 2-core machine).
-            torch.set_num_threads(threads)
+        # On an oversubscribed CPU one thread beats two by far (measured 8 vs 1 tokens/s for
+        # SmolLM2-135M on a busy 2-core machine). torch's setting is process-wide, so it is
+        # applied only while this backend generates (see `_threads`).
+        self.threads = threads
         kwargs: dict[str, Any] = {"local_files_only": True}
         if gguf:
             kwargs["gguf_file"] = gguf
@@ -145,9 +147,23 @@ class HFBackend:
         )
         return str(text)
 
+    @contextlib.contextmanager
+    def _threads(self) -> Iterator[None]:
+        """`threads` for this generation only: the process may be a trainer that evaluates
+        in passing (examples/train_grpo.py), whose own torch threads must stay as they were
+        (a process-wide setting here once left its training on one thread, 1.7x slower)."""
+        torch, before = self._torch, self._torch.get_num_threads()
+        if self.threads and self.threads != before:
+            torch.set_num_threads(self.threads)
+        try:
+            yield
+        finally:
+            if torch.get_num_threads() != before:
+                torch.set_num_threads(before)
+
     def _generate(self, enc: Any, gen: dict[str, Any]) -> Any:
         """The whole sequence (prompt and reply), from the cached prefix where one is kept."""
-        with self._torch.no_grad():
+        with self._torch.no_grad(), self._threads():
             if not self.prefix_cache:
                 return self.lm.generate(**enc, **gen)[0]
             cache, reused = self._reusable(enc["input_ids"][0])

