@@ -14,7 +14,7 @@ model is evaluated before and after on held-out seeds with the harness of `undob
 (`--agent hf:DIR`, F1), whose summary gives CRSR, DER and the control rate with Wilson
 intervals.
 
-CPU (the defaults: 20 min 52 s on two idle cores, measured in docs/training.md):
+CPU (the defaults: 16 min 15 s on two idle cores, measured in docs/training.md):
     python examples/train_grpo.py --out runs/grpo
 Smoke size (CI, tests/rl/test_train_grpo.py): --smoke
 Resume an interrupted run: the same command again (it continues from the last checkpoint).
