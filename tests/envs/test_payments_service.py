@@ -12,7 +12,7 @@ from sqlalchemy.orm import Session
 from undobench_gym.envs._service.db import IdempotencyRecord, canonical_json
 from undobench_gym.envs.payments.service import DOMAIN
 
-from .service_harness import KEY_HEADER, ServiceClient, assert_rejected
+from .service_harness import KEY_HEADER, ServiceClient, assert_rejected, unchanged
 
 pytestmark = pytest.mark.service(DOMAIN, seed=7)
 
@@ -132,6 +132,22 @@ def test_malformed_bodies_are_4xx(svc: ServiceClient, body: bytes) -> None:
 def test_oversized_body_is_413(svc: ServiceClient) -> None:
     big = b'{"x": "' + b"a" * (2 << 20) + b'"}'
     assert assert_rejected(svc, "POST", "/v1/charges", content=big).status_code == 413
+
+
+def test_oversized_chunked_body_is_413(svc: ServiceClient) -> None:
+    """No content-length to refuse it by: the body is counted as it arrives."""
+
+    def chunks() -> Any:
+        yield b'{"x": "'
+        for _ in range(4):
+            yield b"a" * (1 << 19)
+        yield b'"}'
+
+    with unchanged(svc):
+        res = svc.public.post(
+            "/v1/charges", content=chunks(), headers={"content-type": "application/json"}
+        )
+    assert res.status_code == 413 and "content-length" not in res.request.headers
 
 
 def test_refund_cannot_exceed_charge_and_balance_moves(svc: ServiceClient) -> None:
