@@ -76,9 +76,10 @@ class HFBackend:
 
     Each request of an episode repeats the whole conversation so far, and every episode
     starts with the same system prompt and tools. With `prefix_cache` the backend keeps the
-    key/value cache of the last prompt and reply and encodes only what follows their
-    longest common prefix with the next prompt (measured: encoding a 1,450-token prompt
-    takes SmolLM2-135M 4.5 s on two CPU threads, as long as 50 generated tokens)."""
+    key/value cache of the last prompt and reply and, within an episode, encodes only what
+    follows their longest common prefix with the next prompt (measured: encoding a
+    1,450-token prompt takes SmolLM2-135M 4.5 s on two CPU threads, as long as 50
+    generated tokens)."""
 
     kind = "hf"
 
@@ -115,9 +116,8 @@ class HFBackend:
         self.context = int(limit) if limit else None
         self.prefix_cache = prefix_cache
         # transformers 5 renamed generate's `past_key_values` (kept with a warning) to `cache`
-        self._cache_name = (
-            "cache" if int(transformers.__version__.split(".")[0]) >= 5 else ("past_key_values")
-        )
+        major = int(transformers.__version__.split(".")[0])
+        self._cache_name = "cache" if major >= 5 else "past_key_values"
         self._lock = threading.Lock()  # one generation at a time owns the cache
         self._cache: Any = None  # the key/value cache of the last prompt and reply
         self._cached_ids: Any = None  # the token ids that cache holds
@@ -126,7 +126,7 @@ class HFBackend:
     def _reusable(self, ids: Any) -> tuple[Any, int]:
         """(cache cropped to the longest common prefix with `ids`, its length), or (None, 0).
         At least one prompt token is left to encode: generation starts from its logits."""
-        if self._cache is None or self._cached_ids is None:
+        if self._cached_ids is None:
             return None, 0
         n = min(int(self._cached_ids.shape[0]), int(ids.shape[0]) - 1)
         differ = (self._cached_ids[:n] != ids[:n]).nonzero()
@@ -161,12 +161,19 @@ class HFBackend:
             if torch.get_num_threads() != before:
                 torch.set_num_threads(before)
 
-    def _generate(self, enc: Any, gen: dict[str, Any]) -> Any:
-        """The whole sequence (prompt and reply), from the cached prefix where one is kept."""
+    def _generate(self, enc: Any, gen: dict[str, Any], fresh: bool) -> Any:
+        """The whole sequence (prompt and reply), from the cached prefix where one is kept.
+
+        A `fresh` conversation (no reply in it yet: an episode's first request) drops the
+        cache. Encoding from a cached prefix gives floating-point sums in another order
+        than encoding at once, so an episode's replies may depend on which prefix was
+        cached; within one episode that is the episode's own previous request, the same
+        on every run, but across episodes it would be whichever episode this worker ran
+        before (worker count, --resume), which a rerun of the same seed must not see."""
         with self._torch.no_grad(), self._threads():
             if not self.prefix_cache:
                 return self.lm.generate(**enc, **gen)[0]
-            cache, reused = self._reusable(enc["input_ids"][0])
+            cache, reused = (None, 0) if fresh else self._reusable(enc["input_ids"][0])
             self._cache = self._cached_ids = None  # dropped if generation fails half-way
             if cache is not None:
                 gen = gen | {self._cache_name: cache}
@@ -201,7 +208,8 @@ class HFBackend:
         else:
             gen.update(temperature=None, top_p=None, top_k=None)
         with self._lock:
-            seq = self._generate(enc, gen)
+            fresh = not any(m.get("role") == "assistant" for m in request.messages)
+            seq = self._generate(enc, gen, fresh)
         new = seq[n_prompt:]
         text = _cut(self.tokenizer.decode(new, skip_special_tokens=True), request.stop)
         return _reply(text, request, f"hf:{self.model}", n_prompt, int(new.shape[0]))

@@ -421,6 +421,31 @@ def test_the_prefix_cache_changes_no_reply(short_env: Any, tmp_path: Path) -> No
 
 
 @pytest.mark.slow
+def test_the_prefix_cache_is_dropped_when_a_conversation_starts(tmp_path: Path) -> None:
+    """Across episodes the cached prefix would be whichever episode ran before: an
+    episode's first request encodes from scratch, its later ones re-use its own prefix."""
+    require("torch", "train")
+    require("transformers", "train")
+    from undobench_gym.agents.llm.backends import Request
+    from undobench_gym.agents.llm.local import HFBackend
+
+    backend = HFBackend(str(tiny_model(tmp_path / "tiny")), threads=1)
+    system = {"role": "system", "content": "You operate a payments API. " * 8}
+
+    def ask(*messages: dict[str, str]) -> int:
+        before = backend.reused_tokens
+        backend.complete(Request([system, *messages], None, seed=1, temperature=0.0, max_tokens=4))
+        return backend.reused_tokens - before
+
+    first = {"role": "user", "content": "charge the customer"}
+    assert ask(first) == 0
+    assert (
+        ask(first, {"role": "assistant", "content": "done"}, {"role": "user", "content": "ok"}) > 0
+    )
+    assert ask({"role": "user", "content": "refund the charge"}) == 0  # same system prompt
+
+
+@pytest.mark.slow
 def test_hf_threads_apply_to_its_own_generations_only(tmp_path: Path) -> None:
     """A trainer that evaluates in passing keeps its torch threads: the backend's setting
     holds while it generates and is put back after."""
