@@ -42,6 +42,9 @@ class ScriptedAgent:
     """`reset(plan)` with the env's filled gold plan, then `act(observation)` per step."""
 
     name = "scripted"
+    #: Same observations, same actions: a sweep may run one control episode for all the
+    #: scenarios of a workflow, method and seed (`undobench run --own-controls` to not).
+    deterministic = True
 
     def __init__(self) -> None:
         self.plan: list[dict[str, Any]] = []

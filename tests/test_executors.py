@@ -30,7 +30,7 @@ from undobench_gym.executors.base import (
     TrialTask,
 )
 from undobench_gym.executors.schedule import Scheduler
-from undobench_gym.runner import expand, parse_seeds, run_sweep
+from undobench_gym.runner import build_tasks, expand, parse_seeds, run_sweep
 from undobench_gym.trials import read_trials
 
 HERE = "python:tests.test_executors:"
@@ -174,7 +174,85 @@ def test_scheduler_keeps_workers_on_their_stacks() -> None:
     assert len(q) == 3
 
 
+def _shared(scenario: str, seed: int, method: str = "bare") -> TrialTask:
+    return TrialTask(f"wf-{scenario}-{method}-{seed}", "wf", "payments", scenario, method,
+                     seed, "scripted", None, "process", 20, share_control=True)  # fmt: skip
+
+
+def test_scheduler_keeps_a_control_group_on_the_worker_that_ran_its_control() -> None:
+    # Sweep order puts seeds innermost; pairs sharing a control come out next to each
+    # other, and once slot 0 takes one, slot 1 never gets the rest of that group.
+    tasks = [_shared(sc, seed) for sc in ("a", "b", "c") for seed in (1, 2)]
+    q = Scheduler(tasks)
+    first = q.pop_for([], set(), 0)
+    assert first is not None and first.pair_id == "wf-a-bare-1"
+    other = q.pop_for([], set(), 1)
+    assert other is not None and other.pair_id == "wf-a-bare-2"  # the next group
+    assert [q.pop_for([], set(), 0).pair_id for _ in range(2)] == ["wf-b-bare-1", "wf-c-bare-1"]  # type: ignore[union-attr]
+    assert q.pop_for([], set(), 0) is None  # slot 1's group is kept for slot 1
+    assert len(q) == 2
+    assert [q.pop_for([], set(), 1).pair_id for _ in range(2)] == ["wf-b-bare-2", "wf-c-bare-2"]  # type: ignore[union-attr]
+    assert len(q) == 0
+    # Pairs that do not share (an LLM agent's) keep the sweep's order.
+    plain = [_task("pay", "payments", "bare", s) for s in (1, 2)]
+    assert Scheduler(plain).pop_for([], set(), 0) == plain[0]
+
+
+def test_only_a_deterministic_agent_shares_controls() -> None:
+    trials = expand(["pay-split-payout"], None, ["bare"], [1])
+    tasks, _ = build_tasks(trials, agent_spec="scripted", framework=None, runtime="process",
+                           max_steps=20)  # fmt: skip
+    assert {t.share_control for t in tasks} == {True} and len(tasks) == 2
+    assert len({t.control_key for t in tasks}) == 1
+    own, _ = build_tasks(trials, agent_spec="scripted", framework=None, runtime="process",
+                         max_steps=20, share_controls=False)  # fmt: skip
+    assert {t.control_key for t in own} == {None}
+    theirs, _ = build_tasks(trials, agent_spec=HERE + "NotDeclared", framework=None,
+                            runtime="process", max_steps=20)  # fmt: skip
+    assert {t.share_control for t in theirs} == {False}
+
+
+class NotDeclared(ScriptedAgent):
+    """A user's agent that says nothing about its determinism: it runs its own controls."""
+
+    name = "not-declared"
+    deterministic = "yes"  # only `True` counts
+
+
 # ---- real stacks ---------------------------------------------------------------------------
+
+
+def test_a_shared_control_is_the_control_the_pair_would_have_run(tmp_path: Path) -> None:
+    """The second scenario of a workflow, method and seed reuses the first one's control
+    episode, and it is exactly the control it runs itself with --own-controls."""
+    trials = expand(["pay-split-payout"], None, ["bare", "B2-K"], [1, 2])
+    runs = {}
+    for share in (True, False):
+        out = tmp_path / str(share)
+        run_sweep(trials, agent_spec="scripted", runtime="process", out=out, progress=False,
+                  report=False, share_controls=share)  # fmt: skip
+        runs[share] = {t["pair_id"]: t for t in read_trials(out / "trials.jsonl")}
+    shared, own = runs[True], runs[False]
+    assert shared.keys() == own.keys() and len(shared) == 8
+    reused = [t for t in shared.values() if "control_from" in t]
+    assert len(reused) == 4 and not any("control_from" in t for t in own.values())
+    for t in reused:
+        ran = shared[t["control_from"]]
+        assert (ran["workflow"], ran["method"], ran["seed"]) == (
+            t["workflow"],
+            t["method"],
+            t["seed"],
+        )
+        assert ran["scenario"] != t["scenario"]
+    drop = ("wall_ms",)
+    for pid, t in shared.items():
+        for side in ("control", "fault"):
+            a = {k: v for k, v in t[side].items() if k not in drop}
+            b = {k: v for k, v in own[pid][side].items() if k not in drop}
+            assert a == b, (pid, side)
+        assert t["prefix_equivalent"] == own[pid]["prefix_equivalent"]
+    meta = json.loads((tmp_path / "True" / "run_meta.json").read_text())
+    assert meta["sessions"][-1]["shared_controls"] is True
 
 
 def test_agent_exceptions_are_agent_failures_and_never_retried(

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import time
+from collections.abc import Callable
 from typing import Any, Protocol
 
 import gymnasium as gym
@@ -139,10 +140,21 @@ def run_pair(
     model: str | None = None,
     framework: str | None = None,
     episode_time_limit: float | None = None,
+    control: dict[str, Any] | None = None,
+    on_control: Callable[[dict[str, Any]], None] | None = None,
 ) -> dict[str, Any]:
+    """`control`: this seed's control episode as another pair of the same workflow, method
+    and agent recorded it; only for a deterministic agent, whose control episode does not
+    depend on the scenario (nothing of it reaches the env before the fault episode's
+    reset). `on_control` gets the control episode this pair ran itself."""
     t0 = time.monotonic()
     limit = episode_time_limit
-    control = run_episode(env, agent, seed=seed, workflow=workflow.id, fault=None, time_limit=limit)
+    if control is None:
+        control = run_episode(
+            env, agent, seed=seed, workflow=workflow.id, fault=None, time_limit=limit
+        )
+        if on_control is not None:
+            on_control(control)
     faulted = run_episode(
         env, agent, seed=seed, workflow=workflow.id, fault=scenario.id, time_limit=limit
     )

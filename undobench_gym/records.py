@@ -75,3 +75,32 @@ def episode_record(ep: Episode) -> dict[str, Any]:
         "error": None,
         **writer,
     }
+
+
+def error_episode(message: str) -> dict[str, Any]:
+    """The record of an episode that an infrastructure error kept from running."""
+    return {
+        "success": False,
+        "verdict": None,
+        "steps": 0,
+        "transcript": [],
+        "state_hash": None,
+        "effects": {
+            "physical": 0,
+            "committed": 0,
+            "semantic": 0,
+            "duplicates": 0,
+            "missing": 0,
+            "forbidden": 0,
+            "unrequired": 0,
+            "partial": 0,
+            "reissued_after_commit": 0,
+        },
+        "fault_fired": None,
+        "fault_outcome": None,
+        "finish_status": None,
+        "truncated": False,
+        "truncated_reason": None,
+        "wall_ms": 0,
+        "error": message,
+    }

@@ -31,6 +31,7 @@ from .executors.meta import RunMeta, progress_bar
 from .executors.schedule import Scheduler
 from .extras import require
 from .pairing import Agent, pair_id
+from .records import error_episode
 from .specs import FaultScenario, WorkflowSpec
 from .trials import TrialWriter, read_trials
 
@@ -109,34 +110,6 @@ def make_agent(spec: str, framework: str | None = None) -> Agent:
     return agent
 
 
-def _error_episode(message: str) -> dict[str, Any]:
-    return {
-        "success": False,
-        "verdict": None,
-        "steps": 0,
-        "transcript": [],
-        "state_hash": None,
-        "effects": {
-            "physical": 0,
-            "committed": 0,
-            "semantic": 0,
-            "duplicates": 0,
-            "missing": 0,
-            "forbidden": 0,
-            "unrequired": 0,
-            "partial": 0,
-            "reissued_after_commit": 0,
-        },
-        "fault_fired": None,
-        "fault_outcome": None,
-        "finish_status": None,
-        "truncated": False,
-        "truncated_reason": None,
-        "wall_ms": 0,
-        "error": message,
-    }
-
-
 def _error_record(t: TrialTask, agent: str, meta: dict[str, Any], message: str) -> dict[str, Any]:
     wf = find_workflow(t.workflow)
     sc = wf.scenario(t.scenario)
@@ -156,8 +129,8 @@ def _error_record(t: TrialTask, agent: str, meta: dict[str, Any], message: str) 
         "boundary": sc.boundary.value,
         "ambiguous": sc.ambiguous,
         "prefix_equivalent": None,
-        "control": _error_episode(message),
-        "fault": _error_episode(message),
+        "control": error_episode(message),
+        "fault": error_episode(message),
     }
 
 
@@ -169,9 +142,12 @@ def build_tasks(
     runtime: str,
     max_steps: int,
     http_timeout: float = DEFAULT_HTTP_TIMEOUT_S,
+    share_controls: bool = True,
 ) -> tuple[list[TrialTask], dict[str, dict[str, Any]]]:
     """Pairs as executor tasks, plus each pair's agent name/model/framework. Builds every
-    agent once here, so a bad agent spec fails before any stack starts."""
+    agent once here, so a bad agent spec fails before any stack starts. With
+    `share_controls`, the pairs of an agent that declares itself `deterministic` share one
+    control episode per workflow, method and seed (see `pairing.run_pair`)."""
     agents: dict[tuple[str, str | None], dict[str, Any]] = {}
     tasks: list[TrialTask] = []
     info: dict[str, dict[str, Any]] = {}
@@ -183,6 +159,7 @@ def build_tasks(
                 "name": a.name,
                 "model": getattr(a, "model", None),
                 "framework": fw or getattr(a, "framework", None),
+                "deterministic": getattr(a, "deterministic", False) is True,
             }
         meta = agents[spec, fw]
         pid = t.pair_id(meta["name"])
@@ -207,6 +184,7 @@ def build_tasks(
                 runtime,
                 max_steps,
                 http_timeout,
+                share_controls and meta["deterministic"],
             )
         )
     return tasks, info
@@ -232,9 +210,12 @@ def run_sweep(
     hard_timeout_grace: float | None = None,
     report: bool = True,
     http_timeout: float = DEFAULT_HTTP_TIMEOUT_S,
+    share_controls: bool = True,
 ) -> dict[str, Any]:
     """Run `trials` (skipping recorded pairs when `resume`) and return the summary; with
     `report=False` only record the trials (no `eval` extra needed) and return {}.
+    `share_controls=False` makes every pair run its own control episode, even for a
+    deterministic agent (whose pairs otherwise share it: `build_tasks`).
 
     `executor` is "local" (one worker in this process; `workers` > 1 spawns processes) or
     "ray", or a ready `Executor` to reuse across sweeps (then `workers`, `trial_timeout`,
@@ -259,6 +240,7 @@ def run_sweep(
             runtime=runtime,
             max_steps=max_steps,
             http_timeout=http_timeout,
+            share_controls=share_controls,
         )
         with TrialWriter(trials_path) as writer:
             todo = [t for t in tasks if t.pair_id not in writer.done]
@@ -271,6 +253,7 @@ def run_sweep(
                 planned=len(tasks),
                 todo=len(todo),
                 http_timeout=http_timeout,
+                shared_controls=any(t.share_control for t in tasks),
             )
             written = replaced = 0
             try:
@@ -328,9 +311,9 @@ def _drive(
         for slot in ex.idle():
             others = {k for s in range(ex.slots) if s != slot for k in ex.held(s)}
             others |= {k for s, k in running.items() if s != slot}
-            task = queue.pop_for(ex.held(slot), others)
+            task = queue.pop_for(ex.held(slot), others, slot)
             if task is None:
-                break
+                continue  # another slot may still have its control group's pairs kept
             attempt = len(failures.get(task.pair_id, ())) + 1
             ex.submit(slot, task, attempt)
             running[slot] = task.stack_key

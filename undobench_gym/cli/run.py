@@ -113,6 +113,12 @@ def add(sub: Any) -> None:
         "a call past it with no fault planned voids the pair (retried as infrastructure)",
     )
     r.add_argument(
+        "--own-controls",
+        action="store_true",
+        help="every pair runs its own control episode (default: a deterministic agent's "
+        "pairs of one workflow, method and seed share one, recorded in control_from)",
+    )
+    r.add_argument(
         "--no-report",
         action="store_true",
         help="record trials.jsonl only, without the 'eval' extra (`undobench report` later)",
@@ -162,6 +168,7 @@ def run(args: argparse.Namespace) -> int:
         max_steps=spec.max_steps,
         progress=not args.quiet and sys.stderr.isatty(),
         report=not args.no_report,
+        share_controls=not args.own_controls,
         **({"http_timeout": args.http_timeout} if args.http_timeout is not None else {}),
         **execution,
     )

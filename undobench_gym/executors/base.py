@@ -47,10 +47,30 @@ class TrialTask:
     runtime: str
     max_steps: int
     http_timeout: float = DEFAULT_HTTP_TIMEOUT_S  # the env's client timeout for every call
+    # The agent is deterministic and the sweep shares controls: the pairs of one
+    # `control_key` have the same control episode, so a worker runs it once (pairing.py).
+    share_control: bool = False
 
     @property
     def stack_key(self) -> StackKey:
         return (self.domain, server_idempotency_for(self.method))
+
+    @property
+    def control_key(self) -> tuple[Any, ...] | None:
+        """What a control episode depends on: everything but the scenario, which only the
+        fault episode reads. None: this pair runs its own control."""
+        if not self.share_control:
+            return None
+        return (
+            self.workflow,
+            self.method,
+            self.seed,
+            self.agent,
+            self.framework,
+            self.runtime,
+            self.max_steps,
+            self.http_timeout,
+        )
 
 
 @dataclass

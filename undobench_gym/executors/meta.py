@@ -60,6 +60,7 @@ class RunMeta:
         planned: int,
         todo: int,
         http_timeout: float | None = None,
+        shared_controls: bool = False,
     ) -> None:
         try:
             previous = json.loads(self.path.read_text(encoding="utf-8"))
@@ -82,6 +83,9 @@ class RunMeta:
                 "planned_pairs": planned,
                 "to_run": todo,
                 "http_timeout_s": http_timeout,
+                # A deterministic agent's pairs of one workflow, method and seed ran one
+                # control episode (records name it in `control_from`).
+                "shared_controls": shared_controls,
             }
         )
         _write_atomic(self.path, self.data)

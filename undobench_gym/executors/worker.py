@@ -11,6 +11,7 @@ happened on is discarded so a retry starts on a fresh one. A model server that s
 from __future__ import annotations
 
 import contextlib
+import copy
 import ctypes
 import os
 import signal
@@ -18,6 +19,7 @@ import threading
 import time
 from collections import OrderedDict
 from collections.abc import Callable, Iterator
+from dataclasses import dataclass
 from types import FrameType
 from typing import Any
 
@@ -157,6 +159,34 @@ class StackPool:
                 env.close()
 
 
+@dataclass(frozen=True)
+class SharedControl:
+    pair_id: str  # the pair that ran it
+    control: dict[str, Any]
+    exceptions: int  # the agent's exceptions during it
+
+
+class ControlCache:
+    """Control episodes of deterministic agents by `TrialTask.control_key`, the most
+    recent `size` kept: the scheduler hands a worker a control group's pairs in a row."""
+
+    def __init__(self, size: int = 256) -> None:
+        self.size = size
+        self._kept: OrderedDict[tuple[Any, ...], SharedControl] = OrderedDict()
+
+    def get(self, key: tuple[Any, ...] | None) -> SharedControl | None:
+        if key is None or key not in self._kept:
+            return None
+        self._kept.move_to_end(key)
+        return self._kept[key]
+
+    def put(self, key: tuple[Any, ...], control: SharedControl) -> None:
+        self._kept[key] = control
+        self._kept.move_to_end(key)
+        while len(self._kept) > self.size:
+            self._kept.popitem(last=False)
+
+
 class TrialWorker:
     """Owns stack pools (one per runtime and step budget) and agents (one per spec)."""
 
@@ -170,6 +200,7 @@ class TrialWorker:
         self.episode_time_limit = trial_timeout * EPISODE_SHARE if trial_timeout else None
         self.pools: dict[tuple[str, int, float], StackPool] = {}
         self.agents: dict[tuple[str, str | None], Any] = {}
+        self.controls = ControlCache()
 
     def _agent(self, spec: str, framework: str | None) -> Any:
         key = (spec, framework)
@@ -202,6 +233,8 @@ class TrialWorker:
         agent = GuardedAgent(inner)
         stats = getattr(inner, "stats", None)
         before = dict(stats) if isinstance(stats, dict) else None
+        shared = self.controls.get(task.control_key)
+        ran: list[tuple[dict[str, Any], int]] = []  # the control this pair ran, if any
         try:
             env = pool.get(task.stack_key)
             env.runtime  # noqa: B018 - starts the stack; its own start timeout applies
@@ -217,8 +250,14 @@ class TrialWorker:
                     model=getattr(inner, "model", None),
                     framework=task.framework or getattr(inner, "framework", None),
                     episode_time_limit=self.episode_time_limit,
+                    control=copy.deepcopy(shared.control) if shared else None,
+                    on_control=lambda c: ran.append((copy.deepcopy(c), agent.exceptions)),
                 )
-            record["agent_exceptions"] = agent.exceptions
+            record["agent_exceptions"] = agent.exceptions + (shared.exceptions if shared else 0)
+            if shared is not None:
+                record["control_from"] = shared.pair_id
+            elif ran and task.control_key is not None:
+                self.controls.put(task.control_key, SharedControl(task.pair_id, *ran[0]))
             config = getattr(inner, "config", None)
             if callable(getattr(config, "record", None)):  # an LLM agent's settings
                 record["agent_config"] = config.record()  # type: ignore[union-attr]
