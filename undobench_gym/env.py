@@ -10,7 +10,7 @@ from __future__ import annotations
 import json
 import time
 from collections.abc import Callable
-from typing import Any, SupportsFloat
+from typing import Any, SupportsFloat, TypeVar
 
 import gymnasium as gym
 import httpx
@@ -30,6 +30,8 @@ from .spaces import JsonText, ToolCallSpace
 from .specs import FaultScenario, Verdict, WorkflowSpec, fill
 from .stack_client import StackClient
 from .writer import WriterRun
+
+_T = TypeVar("_T")
 
 
 class UndoBenchEnv(gym.Env[str, str]):
@@ -262,6 +264,16 @@ class UndoBenchEnv(gym.Env[str, str]):
                 "helps on a loaded machine); call reset() to start again"
             )
 
+    def _verdict_read(self, ep: Episode, read: Callable[[], _T]) -> _T:
+        """A read of the verdict; if the stack does not answer, probe it (which restarts
+        what exited and counts the exit) and read once more, unless the exit voids it."""
+        try:
+            return read()
+        except httpx.TransportError:
+            self.runtime.wait_healthy(probe=True)
+            self._check_no_unplanned_exit(ep)
+            return read()
+
     def _probed_retry(self, call: Callable[[], None]) -> None:
         """A harness call between episodes; if the stack does not answer, probe it (which
         restarts what exited) and call once more."""
@@ -274,13 +286,16 @@ class UndoBenchEnv(gym.Env[str, str]):
 
     def _finish(self, ep: Episode, *, finished: bool, truncated: bool) -> Verdict:
         ep.done = True
-        self.runtime.wait_healthy(probe=True)
+        rt = self.runtime
+        rt.wait_healthy(probe=rt.verdict_probe or ep.writer is not None)
         self._check_no_unplanned_exit(ep)
         if ep.writer is not None and not ep.writer.acted:
             self._writer_acts(ep, after_call=None)  # the other client does not wait
-        state = self._stack.state()
-        commit_log = self._stack.commit_log()
-        wire = self._stack.wire()  # waits for held flows (a `timeout` fault)
+        state, commit_log = self._verdict_read(ep, self._stack.final_state)
+        wire = self._verdict_read(ep, self._stack.wire)  # waits for held flows (timeouts)
+        if not rt.verdict_probe:
+            rt.wait_healthy()  # both answered, so every exit until now has been seen
+            self._check_no_unplanned_exit(ep)
         self._verified = True
         self._check_no_unplanned_timeout(ep, wire)
         statuses = {

@@ -73,6 +73,12 @@ class StackClient:
     def commit_log(self) -> list[CommitRow]:
         return [CommitRow.model_validate(r) for r in self._admin("GET", "/admin/commit-log")]
 
+    def final_state(self) -> tuple[AdminState, list[CommitRow]]:
+        """`state()` and `commit_log()` in one request (the verdict's read)."""
+        both = self._admin("GET", "/admin/verdict")
+        rows = [CommitRow.model_validate(r) for r in both["commit_log"]]
+        return AdminState.model_validate(both["state"]), rows
+
     # ---- control: the proxy's episode and wire log ------------------------------------
 
     def start_episode(

@@ -192,16 +192,39 @@ def dump_state(ctx: ServiceContext) -> dict[str, Any]:
     return state
 
 
+def commit_rows(ctx: ServiceContext) -> list[dict[str, Any]]:
+    with Session(ctx.engine) as s:
+        rows = s.scalars(select(CommitLog).order_by(CommitLog.seq)).all()
+        return [
+            {
+                "seq": r.seq,
+                "op": r.op,
+                "effect_class": r.effect_class,
+                "identity": r.identity,
+                "args": r.args,
+                "at": r.at,
+                "idempotency_key": r.idempotency_key,
+                "compensation": r.compensation,
+                # Only on the writer's rows: the agent's rows keep their old shape.
+                **({"actor": r.actor} if r.actor else {}),
+            }
+            for r in rows
+        ]
+
+
 def reset_state(ctx: ServiceContext, seed: int) -> None:
-    """Restore the seeded initial state in place: no restart, milliseconds."""
-    with Session(ctx.engine) as s, s.begin():
-        ctx.domain.wipe_extra(s)
-        for table in reversed(ctx.domain.tables):
-            s.execute(delete(table))
-        for model in (CommitLog, IdempotencyRecord, Meta):
-            s.execute(delete(model))
-        s.add(Meta(key="seed", value=str(seed)))
-        ctx.domain.seed(s, seed)
+    """Restore the seeded initial state in place: no restart, milliseconds. The first
+    reset to a seed builds it; later ones copy the image that one left (pristine.py)."""
+    if not ctx.pristine.restore(seed, ctx.engine):
+        with Session(ctx.engine) as s, s.begin():
+            ctx.domain.wipe_extra(s)
+            for table in reversed(ctx.domain.tables):
+                s.execute(delete(table))
+            for model in (CommitLog, IdempotencyRecord, Meta):
+                s.execute(delete(model))
+            s.add(Meta(key="seed", value=str(seed)))
+            ctx.domain.seed(s, seed)
+        ctx.pristine.save(seed, ctx.engine)
     if ctx.domain.seed_files is not None:
         ctx.domain.seed_files(ctx.data_dir, seed)
 
@@ -235,23 +258,12 @@ def create_admin_app(ctx: ServiceContext, public: FastAPI | None = None) -> Fast
 
     @router.get("/commit-log")
     def commit_log() -> list[dict[str, Any]]:
-        with Session(ctx.engine) as s:
-            rows = s.scalars(select(CommitLog).order_by(CommitLog.seq)).all()
-            return [
-                {
-                    "seq": r.seq,
-                    "op": r.op,
-                    "effect_class": r.effect_class,
-                    "identity": r.identity,
-                    "args": r.args,
-                    "at": r.at,
-                    "idempotency_key": r.idempotency_key,
-                    "compensation": r.compensation,
-                    # Only on the writer's rows: the agent's rows keep their old shape.
-                    **({"actor": r.actor} if r.actor else {}),
-                }
-                for r in rows
-            ]
+        return commit_rows(ctx)
+
+    @router.get("/verdict")
+    def verdict() -> dict[str, Any]:
+        """What an episode's verdict reads, in one request: the state and the commit log."""
+        return {"state": dump_state(ctx), "commit_log": commit_rows(ctx)}
 
     @router.post("/config")
     def config(body: ConfigRequest) -> Any:

@@ -18,6 +18,7 @@ from sqlalchemy.orm import Session
 from undobench_gym.contract import CRASH_EXIT_CODE, CRASH_HEADER, IDEMPOTENCY_MODES
 
 from .db import Base, Meta, ServiceConfig, insert_fixture, make_engine
+from .pristine import PristineStates
 
 __all__ = ["CRASH_HEADER", "IDEMPOTENCY_MODES"]
 
@@ -76,6 +77,8 @@ class ServiceContext:
     #: the id of that fork server (its children keep it; a new one starts a new list).
     exits: list[int] = field(default_factory=list)
     boot: str = field(default_factory=lambda: uuid.uuid4().hex)
+    #: Seeded databases for resets (they hold the persisted configuration too).
+    pristine: PristineStates = field(default_factory=PristineStates)
 
     @classmethod
     def open(cls, domain: DomainService, data_dir: Path) -> ServiceContext:
@@ -99,6 +102,7 @@ class ServiceContext:
         own database connections (none are inherited: the zygote closed its pool), the
         configuration as the service last persisted it, a new instance id."""
         self.engine.dispose(close=False)
+        self.pristine = PristineStates()  # no SQLite handle is used across a fork
         self.load_config()
         self.instance = uuid.uuid4().hex
         self.exits = list(exits)
@@ -107,6 +111,7 @@ class ServiceContext:
         with Session(self.engine) as s, s.begin():
             s.merge(ServiceConfig(key="idempotency_mode", value=mode))
         self.idempotency_mode = mode
+        self.pristine.clear()  # their copies of the configuration are stale
 
 
 def get_ctx(request: Request) -> ServiceContext:

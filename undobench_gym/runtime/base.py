@@ -29,6 +29,10 @@ class Runtime(ABC):
     _endpoints: StackEndpoints | None = None
     _restarts: int = 0
     _unplanned: int = 0
+    #: Whether an episode's verdict probes the stack over HTTP before it reads it. A
+    #: runtime that learns of every exit from its processes themselves (not from a health
+    #: answer) sets False: there the verdict's own reads are the probe.
+    verdict_probe: bool = True
 
     @abstractmethod
     def start(self) -> StackEndpoints: ...

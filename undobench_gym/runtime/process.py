@@ -80,6 +80,10 @@ def proxy_command(
 
 
 class ProcessRuntime(Runtime):
+    # Every exit is seen on the processes themselves (a child's exit status, or the fork
+    # server's EXIT lines), so a verdict's reads need no health probe before them.
+    verdict_probe = False
+
     def __init__(
         self, domain: str, workdir: Path | None = None, restart: str | None = None
     ) -> None:
