@@ -175,7 +175,7 @@ def _apply_change(request: Request, repo: str, body: PickIn, *, revert: bool) ->
         )
         sync_mirror(s, r)
         effect.commit(s, {"repo": repo, "commit": source, "branch": body.branch, "sha": sha}, key)
-        return 201, {**commit_view(r, sha), "branch": body.branch}
+        return 201, {**commit_view(r, sha, present=True), "branch": body.branch}
 
     payload = {"repo": repo, **body.model_dump()}
     return run_in_repo(request, r, effect, route=kind, payload=payload, apply=apply)

@@ -167,7 +167,7 @@ def commit_file(
         sync_mirror(s, r)
         args = {k: payload[k] for k in ("repo", "branch", "path", "content", "message")}
         COMMIT_FILE.commit(s, {**args, "sha": sha, "parent": tip}, key)
-        return 201, {**commit_view(r, sha), "branch": body.branch}
+        return 201, {**commit_view(r, sha, present=True), "branch": body.branch}
 
     return run_in_repo(request, r, COMMIT_FILE, route="commit_file", payload=payload, apply=apply)
 

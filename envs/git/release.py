@@ -76,7 +76,7 @@ def _finish_step(ctx: ServiceContext, r: Repo, rel_id: str, step: Effect, **fiel
         rel.updated = now(s)
         if step in (RELEASE_BUMP, RELEASE_NOTES):
             sha = fields.get("bump_sha") or fields["notes_sha"]
-            view = commit_view(r, sha)
+            view = commit_view(r, sha, present=True)
             note_commit(
                 s,
                 r,
@@ -103,7 +103,7 @@ def _commit_step(
     """Commit `path` = `content` on the release branch, unless a commit with this message
     already is its tip (a step that committed before its bookkeeping was written)."""
     tip = branch_or_404(r, rel["branch"])
-    if commit_view(r, tip)["subject"] == message:
+    if commit_view(r, tip, present=True)["subject"] == message:
         return tip
     sha, _ = commit_on_branch(
         request,

@@ -10,6 +10,7 @@ from __future__ import annotations
 import re
 import subprocess
 import threading
+from collections import OrderedDict
 from pathlib import Path
 from typing import Any
 
@@ -191,6 +192,7 @@ class ObjectReader:
             stdout=subprocess.PIPE,
             stderr=subprocess.DEVNULL,
         )
+        self.missing = 0  # names asked for that the object store lacks
 
     def read(self, name: str) -> tuple[str, bytes] | None:
         assert self.proc.stdin is not None and self.proc.stdout is not None
@@ -198,6 +200,7 @@ class ObjectReader:
         self.proc.stdin.flush()
         header = self.proc.stdout.readline()
         if not header or header.endswith(b" missing\n"):
+            self.missing += 1
             return None
         _oid, kind, size = header.decode().split()
         data = self.proc.stdout.read(int(size))
@@ -249,8 +252,39 @@ def _tree_files(rd: ObjectReader, tree: str, prefix: str, memo: dict[str, list[A
     return [(prefix + p, b) for p, b in entries]
 
 
-def snapshot(repo: Repo) -> tuple[list[dict[str, Any]], list[dict[str, Any]]]:
+Rows = tuple[list[dict[str, Any]], list[dict[str, Any]]]
+#: Snapshots by repository name and refs, the most recent kept. Git objects never change,
+#: so refs that point where they pointed before mean the same rows; and a sweep comes back
+#: to the same refs over and over (the same seed under another method or scenario, the
+#: control episode's mutations again in the fault episode). A hit costs no git process.
+SNAPSHOT_CACHE_SIZE = 128
+_SNAPSHOTS: OrderedDict[tuple[str, tuple[tuple[str, str], ...]], Rows] = OrderedDict()
+_SNAPSHOTS_GUARD = threading.Lock()
+
+
+def snapshot(repo: Repo) -> Rows:
     """The git_refs and git_files rows of `repo` as it is on disk now."""
+    ref_map = repo.refs()
+    key = (repo.name, tuple(sorted(ref_map.items())))
+    with _SNAPSHOTS_GUARD:
+        kept = _SNAPSHOTS.get(key)
+        if kept is not None:
+            _SNAPSHOTS.move_to_end(key)
+    if kept is None:
+        rows, complete = _read_snapshot(repo, ref_map)
+        if not complete:  # an object the refs name is missing: nothing to keep
+            return rows
+        kept = rows
+        with _SNAPSHOTS_GUARD:
+            _SNAPSHOTS[key] = kept
+            while len(_SNAPSHOTS) > SNAPSHOT_CACHE_SIZE:
+                _SNAPSHOTS.popitem(last=False)
+    return [dict(r) for r in kept[0]], [dict(f) for f in kept[1]]
+
+
+def _read_snapshot(repo: Repo, ref_map: dict[str, str]) -> tuple[Rows, bool]:
+    """The rows for `ref_map`, read through one `cat-file` process, and whether every
+    object they name was there."""
     refs: list[dict[str, Any]] = []
     files: list[dict[str, Any]] = []
     commits: dict[str, tuple[str, list[str], str]] = {}
@@ -267,7 +301,7 @@ def snapshot(repo: Repo) -> tuple[list[dict[str, Any]], list[dict[str, Any]]]:
 
         # What `git for-each-ref refs/heads refs/tags` lists (sorted by name), with the
         # kind of each target from its object, so no git process beyond the reader.
-        for refname, oid in repo.refs().items():
+        for refname, oid in ref_map.items():
             target = rd.read(oid)
             if target is None:
                 continue
@@ -326,7 +360,7 @@ def snapshot(repo: Repo) -> tuple[list[dict[str, Any]], list[dict[str, Any]]]:
                         "content": content,
                     }
                 )
-    return refs, files
+    return (refs, files), rd.missing == 0
 
 
 def sync_mirror(s: Session, repo: Repo) -> None:
