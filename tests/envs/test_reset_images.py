@@ -114,3 +114,33 @@ def test_a_commit_view_from_the_cache_needs_the_commit_present(tmp_path: Path) -
         svc.reset()
         with pytest.raises(Exception, match="No commit"):
             git_views.commit_view(r, written)
+
+
+def test_a_git_reset_copies_only_the_repositories_that_changed(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from undobench_gym.envs.git import seeding
+
+    copied: list[str] = []
+    real = seeding._copy_repository
+
+    def counted(cache: Path, root: Path, name: str) -> None:
+        copied.append(name)
+        real(cache, root, name)
+
+    monkeypatch.setattr(seeding, "_copy_repository", counted)
+    with ServiceClient.open(GIT, tmp_path) as svc:
+        fresh = svc.reset()
+        names = sorted(svc.state()["extra"]["repos"])
+        assert svc.reset() == fresh and copied == []  # nothing changed: nothing copied
+        wf = svc.workflow("git-cut-release")
+        params = params_for(wf)
+        run_gold_plan(svc, wf, params)
+        assert svc.reset() == fresh and copied == [params["repo"]]
+        copied.clear()
+        other = next(n for n in names if n != params["repo"])
+        (Repo(svc.ctx.data_dir, other).git_dir / "index.lock").write_text("")  # not via git
+        assert svc.reset() == fresh and copied == [other]
+        svc.reset(svc.seed + 1)  # built: another seed's repositories
+        copied.clear()
+        assert svc.reset() == fresh and sorted(copied) == names  # none of them is this seed's
