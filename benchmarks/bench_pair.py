@@ -16,8 +16,7 @@ timed *exclusively* (a phase nested in another is not counted twice):
   agent          the agent choosing its actions
   call           an agent's call: client -> fault proxy -> service and back
   step           the env's step around the call (parsing, bookkeeping)
-  state dump     the service's final state over the admin API
-  commit log     the service's commit log over the admin API
+  state + commit log  the service's final state and commit log (one admin request)
   wire read      the proxy's wire log over the control API
   oracle         the verdict from state, commit log and wire
   record         building the trial record
@@ -102,8 +101,7 @@ def instrument() -> None:
     timed(StackClient, "reset_state", "admin reset")
     timed(StackClient, "start_episode", "episode start")
     timed(StackClient, "send", "call")
-    timed(StackClient, "state", "state dump")
-    timed(StackClient, "commit_log", "commit log")
+    timed(StackClient, "final_state", "state + commit log")
     timed(StackClient, "wire", "wire read")
     timed(GuardedAgent, "act", "agent")
     timed(env_module, "evaluate", "oracle")
