@@ -2,7 +2,7 @@
 
 A reset that deletes every row and inserts the seed's fixture through SQLAlchemy costs
 5-11 ms of CPU; SQLite's online backup of the same file into and out of an in-memory
-database costs 0.2-0.3 ms, and it restores the file page for page (schema, free list
+database costs about 0.3 ms, and it restores the file page for page (schema, free list
 and all), so the state is exactly the one the first reset built. SQLAlchemy has no such
 operation; the backup API is the sqlite3 module's own.
 """

@@ -152,7 +152,7 @@ async def _warm(admin: Any) -> None:
     crash. Reads only: the data directory is left as it is."""
     transport = httpx.ASGITransport(app=admin)
     async with httpx.AsyncClient(transport=transport, base_url="http://zygote") as client:
-        for path in ("/admin/health", "/admin/verdict", "/admin/state", "/admin/commit-log"):
+        for path in ("/admin/health", "/admin/verdict"):  # what the env reads
             (await client.get(path)).raise_for_status()
 
 
@@ -165,7 +165,8 @@ def fork_server(args: argparse.Namespace) -> None:
     ctx, servers = _prepare(args, load_domain(args.domain))
     for server in servers:
         server.config.load()
-    asyncio.run(_warm(servers[1].config.loaded_app))
+    _public, admin = servers
+    asyncio.run(_warm(admin.config.loaded_app))
     ctx.engine.dispose()  # no database connection crosses a fork
     socks = (_bind(args.host, args.port), _bind(args.host, args.admin_port))
     exits: list[int] = []

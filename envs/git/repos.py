@@ -10,13 +10,13 @@ from __future__ import annotations
 import re
 import subprocess
 import threading
-from collections import OrderedDict
 from pathlib import Path
 from typing import Any
 
 from sqlalchemy import delete
 from sqlalchemy.orm import Session
 
+from .._service.lru import LruCache
 from .gitcli import GIT, GitError, git_env, run_git
 from .models import File, Ref
 
@@ -257,28 +257,19 @@ Rows = tuple[list[dict[str, Any]], list[dict[str, Any]]]
 #: so refs that point where they pointed before mean the same rows; and a sweep comes back
 #: to the same refs over and over (the same seed under another method or scenario, the
 #: control episode's mutations again in the fault episode). A hit costs no git process.
-SNAPSHOT_CACHE_SIZE = 128
-_SNAPSHOTS: OrderedDict[tuple[str, tuple[tuple[str, str], ...]], Rows] = OrderedDict()
-_SNAPSHOTS_GUARD = threading.Lock()
+_SNAPSHOTS: LruCache[tuple[str, tuple[tuple[str, str], ...]], Rows] = LruCache(128)
 
 
 def snapshot(repo: Repo) -> Rows:
     """The git_refs and git_files rows of `repo` as it is on disk now."""
     ref_map = repo.refs()
     key = (repo.name, tuple(sorted(ref_map.items())))
-    with _SNAPSHOTS_GUARD:
-        kept = _SNAPSHOTS.get(key)
-        if kept is not None:
-            _SNAPSHOTS.move_to_end(key)
+    kept = _SNAPSHOTS.get(key)
     if kept is None:
-        rows, complete = _read_snapshot(repo, ref_map)
+        kept, complete = _read_snapshot(repo, ref_map)
         if not complete:  # an object the refs name is missing: nothing to keep
-            return rows
-        kept = rows
-        with _SNAPSHOTS_GUARD:
-            _SNAPSHOTS[key] = kept
-            while len(_SNAPSHOTS) > SNAPSHOT_CACHE_SIZE:
-                _SNAPSHOTS.popitem(last=False)
+            return kept
+        _SNAPSHOTS.put(key, kept)
     return [dict(r) for r in kept[0]], [dict(f) for f in kept[1]]
 
 

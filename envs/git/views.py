@@ -8,13 +8,12 @@ an agent the shape of every read's answer (and of a release, what the composite 
 
 from __future__ import annotations
 
-import threading
-from collections import OrderedDict
 from typing import Any
 
 from pydantic import BaseModel
 
 from .._service.kit import error, row_model
+from .._service.lru import LruCache
 from .fixture import iso
 from .models import Release, Repository
 from .repos import ObjectReader, Repo, split_object
@@ -101,23 +100,17 @@ class DiffOut(BaseModel):
 #: Commit views by repository and sha, for commits known to be in the repository. A
 #: commit object never changes; only whether a repository holds it does (a reset takes
 #: away what an episode wrote), hence `present`.
-_VIEWS: OrderedDict[tuple[str, str], dict[str, Any]] = OrderedDict()
-_VIEWS_GUARD = threading.Lock()
-VIEW_CACHE_SIZE = 512
+_VIEWS: LruCache[tuple[str, str], dict[str, Any]] = LruCache(512)
 
 
 def commit_view(repo: Repo, sha: str, *, present: bool = False) -> dict[str, Any]:
     """`present`: the caller just wrote `sha` or read it from a ref, so the view may come
     from the cache (no git process); otherwise the object store is asked."""
     key = (repo.name, sha)
-    with _VIEWS_GUARD:
-        kept = _VIEWS.get(key) if present else None
+    kept = _VIEWS.get(key) if present else None
     if kept is None:
         kept = _read_commit_view(repo, sha)
-        with _VIEWS_GUARD:
-            _VIEWS[key] = kept
-            while len(_VIEWS) > VIEW_CACHE_SIZE:
-                _VIEWS.popitem(last=False)
+        _VIEWS.put(key, kept)
     return {**kept, "parents": list(kept["parents"])}
 
 

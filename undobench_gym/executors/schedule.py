@@ -18,7 +18,7 @@ from .base import StackKey, TrialTask
 
 def _grouped(tasks: list[TrialTask]) -> list[TrialTask]:
     """Stable: pairs sharing a control follow the first of them, others keep their place."""
-    groups: OrderedDict[Any, list[TrialTask]] = OrderedDict()
+    groups: dict[Any, list[TrialTask]] = {}
     for n, t in enumerate(tasks):
         groups.setdefault(t.control_key if t.control_key is not None else n, []).append(t)
     return [t for group in groups.values() for t in group]
@@ -27,7 +27,7 @@ def _grouped(tasks: list[TrialTask]) -> list[TrialTask]:
 class Scheduler:
     def __init__(self, tasks: Iterable[TrialTask]) -> None:
         self.queues: OrderedDict[StackKey, deque[TrialTask]] = OrderedDict()
-        by_stack: OrderedDict[StackKey, list[TrialTask]] = OrderedDict()
+        by_stack: dict[StackKey, list[TrialTask]] = {}
         for t in tasks:
             by_stack.setdefault(t.stack_key, []).append(t)
         for key, listed in by_stack.items():
