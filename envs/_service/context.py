@@ -12,7 +12,7 @@ from pathlib import Path
 from typing import Any
 
 from fastapi import APIRouter, Request
-from sqlalchemy import Engine, Table, select
+from sqlalchemy import Engine, Table, select, text
 from sqlalchemy.orm import Session
 
 from undobench_gym.contract import CRASH_EXIT_CODE, CRASH_HEADER, IDEMPOTENCY_MODES
@@ -119,23 +119,26 @@ def get_ctx(request: Request) -> ServiceContext:
     return ctx
 
 
-def _meta_get(session: Session, key: str, default: str) -> str:
-    row = session.get(Meta, key)
-    return default if row is None else row.value
-
-
-def _meta_set(session: Session, key: str, value: str) -> None:
-    session.merge(Meta(key=key, value=value))
+_META = Meta.__table__
+_SEED = select(_META.c.value).where(_META.c.key == "seed")
+#: One statement per counter step instead of an ORM get, a merge and a flushed UPDATE
+#: (counters and the clock are on every mutation's path). The value column is TEXT, so
+#: SQLite stores the sum as the same decimal string the ORM path wrote.
+_BUMP = text(
+    "INSERT INTO meta (key, value) VALUES (:key, '1') "
+    "ON CONFLICT(key) DO UPDATE SET value = CAST(value AS INTEGER) + 1 RETURNING value"
+)
 
 
 def seed_of(session: Session) -> int:
-    return int(_meta_get(session, "seed", "0"))
+    value = session.execute(_SEED).scalar()
+    return 0 if value is None else int(value)
 
 
 def next_counter(session: Session, name: str) -> int:
-    value = int(_meta_get(session, f"counter:{name}", "0")) + 1
-    _meta_set(session, f"counter:{name}", str(value))
-    return value
+    """Advance a counter in the session's transaction: a rollback or a crash before the
+    commit takes the step back with the rest of the mutation."""
+    return int(session.execute(_BUMP, {"key": f"counter:{name}"}).scalar_one())
 
 
 def now(session: Session) -> str:

@@ -14,6 +14,7 @@ import itertools
 import os
 import re
 import shutil
+from collections.abc import Mapping
 from pathlib import Path
 
 from sqlalchemy import select
@@ -83,28 +84,36 @@ def blob_ok(data_dir: Path, digest: str) -> bool:
     return hashlib.sha256(data).hexdigest() == digest
 
 
-def keep_only(data_dir: Path, bodies: list[bytes]) -> None:
-    """Make the store hold exactly `bodies`: delete every other file, write the missing.
+def digests_of(bodies: list[bytes]) -> dict[str, bytes]:
+    """Bodies by the name they are stored under."""
+    return {hashlib.sha256(b).hexdigest(): b for b in bodies}
+
+
+def keep_only(data_dir: Path, wanted: Mapping[str, bytes]) -> None:
+    """Make the store hold exactly `wanted` (bodies by `digests_of` name): delete every
+    other file, write the missing.
 
     A reset's job, done in place: names are content hashes and writes are renamed into
     place, so a file already there with a wanted name is that body, whole. Control and
     fault episodes of a pair reset to the same seed, so the second reset writes nothing
     (removing and re-creating the whole tree cost ~60 ms per reset in directory calls)."""
-    wanted = {hashlib.sha256(b).hexdigest(): b for b in bodies}
     root = store_dir(data_dir)
     root.mkdir(parents=True, exist_ok=True)
+    present = set()
     for entry in os.scandir(root):
         if not entry.is_dir(follow_symlinks=False):
             os.unlink(entry.path)
             continue
         for blob in os.scandir(entry.path):
-            if blob.name not in wanted or not blob.is_file(follow_symlinks=False):
-                if blob.is_dir(follow_symlinks=False):
-                    shutil.rmtree(blob.path)
-                else:
-                    os.unlink(blob.path)
-    for data in wanted.values():
-        write_blob(data_dir, data)
+            if blob.name in wanted and blob.is_file(follow_symlinks=False):
+                present.add(blob.name)
+            elif blob.is_dir(follow_symlinks=False):
+                shutil.rmtree(blob.path)
+            else:
+                os.unlink(blob.path)
+    for digest, data in wanted.items():
+        if digest not in present:
+            write_blob(data_dir, data)
 
 
 def collect_garbage(data_dir: Path, session: Session, digests: set[str]) -> None:

@@ -7,7 +7,10 @@ Here: what the state is (tables plus the bodies on disk) and how a reset seeds i
 
 from __future__ import annotations
 
+import functools
+from collections.abc import Mapping
 from pathlib import Path as FsPath
+from types import MappingProxyType
 from typing import Any
 
 from sqlalchemy import select
@@ -33,9 +36,17 @@ def table_rows(seed: int) -> dict[str, list[dict[str, Any]]]:
     return rows
 
 
+@functools.lru_cache(maxsize=64)
+def fixture_bodies(seed: int) -> Mapping[str, bytes]:
+    """The seed's bodies by stored name: built once per seed, not on every reset."""
+    return MappingProxyType(
+        blobs.digests_of([o["body"].encode() for o in build_fixture(seed)["objects"]])
+    )
+
+
 def seed_files(data_dir: FsPath, seed: int) -> None:
     """Wipe the bodies a previous episode left and write the fixture's."""
-    blobs.keep_only(data_dir, [o["body"].encode() for o in build_fixture(seed)["objects"]])
+    blobs.keep_only(data_dir, fixture_bodies(seed))
 
 
 def extra_state(s: Session) -> dict[str, Any]:
