@@ -101,10 +101,13 @@ async def _run(
     await asyncio.gather(*tasks)
 
 
-async def _serve(args: argparse.Namespace) -> None:
-    ctx, servers = _prepare(args, load_domain(args.domain))
-    socks = (_bind(args.host, args.port), _bind(args.host, args.admin_port))
-    await _run(ctx, servers, socks)
+def _serve(
+    ctx: ServiceContext, servers: list[uvicorn.Server], socks: tuple[socket.socket, ...]
+) -> None:
+    """Serve on the event loop uvicorn picks: uvloop (a core dependency) where it is
+    installed, asyncio's otherwise; uvicorn picks httptools over h11 the same way."""
+    with asyncio.Runner(loop_factory=servers[0].config.get_loop_factory()) as runner:
+        runner.run(_run(ctx, servers, socks))
 
 
 _PR_SET_PDEATHSIG = 1
@@ -132,7 +135,7 @@ def _child(
     code = 0
     try:
         ctx.after_fork(exits)
-        asyncio.run(_run(ctx, servers, socks))
+        _serve(ctx, servers, socks)
     except KeyboardInterrupt:
         pass
     except BaseException:
@@ -224,8 +227,10 @@ def main(argv: list[str] | None = None) -> None:
     if args.fork_server:
         fork_server(args)
         return
+    ctx, servers = _prepare(args, load_domain(args.domain))
+    socks = (_bind(args.host, args.port), _bind(args.host, args.admin_port))
     try:
-        asyncio.run(_serve(args))
+        _serve(ctx, servers, socks)
     except KeyboardInterrupt:
         sys.exit(0)
 
