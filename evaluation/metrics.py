@@ -18,7 +18,9 @@ the pairs of one task are not independent, with percentile and BCa intervals (st
 
 from __future__ import annotations
 
-from collections.abc import Iterable
+from collections.abc import Iterable, Iterator
+from contextlib import contextmanager
+from contextvars import ContextVar
 from typing import Any
 
 import numpy as np
@@ -78,6 +80,53 @@ BOOTSTRAP_RESAMPLES = 4000
 BOOTSTRAP_SEED = 20261201
 
 
+#: (id(pair), metric, condition) -> (pair, its flags or the unrecorded field), while a
+#: `shared_flags()` block runs. A summary asks for each pair's flags once per group the pair
+#: is in (overall, by method, by boundary, ...); indicators are pure functions of the pair,
+#: so the first answer serves all. The pair itself is kept in the entry so that its id
+#: cannot be reused by another pair while the block runs.
+_MEMO: ContextVar[dict[tuple[int, str, bool], tuple[Pair, tuple[int, int] | str]] | None]
+_MEMO = ContextVar("undobench_flag_memo", default=None)
+
+
+@contextmanager
+def shared_flags() -> Iterator[None]:
+    """Compute each pair's indicator flags once inside the block (see `_MEMO`)."""
+    token = _MEMO.set({})
+    try:
+        yield
+    finally:
+        _MEMO.reset(token)
+
+
+def _flag(ind: Indicator, p: Pair) -> tuple[int, int] | str:
+    """(numerator, denominator) as 0/1, or the name of the field the pair did not record."""
+    try:
+        n, d = ind(p)
+    except Unsupported as exc:
+        return exc.field
+    return int(n and d), int(d)
+
+
+def _memo_flag(p: Pair, metric: str, condition: bool, ind: Indicator) -> tuple[int, int] | str:
+    memo = _MEMO.get()
+    if memo is None:
+        return _flag(ind, p)
+    key = (id(p), metric, condition)
+    if key not in memo:
+        memo[key] = (p, _flag(ind, p))
+    return memo[key][1]
+
+
+def pair_flag(p: Pair, metric: str, condition: bool) -> tuple[int, int]:
+    """One pair's (numerator, denominator) as 0/1; raises `Unsupported` when the pair did
+    not record what the metric needs."""
+    flag = _memo_flag(p, metric, condition, indicator(metric, condition))
+    if isinstance(flag, str):
+        raise Unsupported(flag)
+    return flag
+
+
 def _flags(
     pairs: list[Pair], metric: str, condition: bool
 ) -> tuple[list[tuple[int, int]], dict[str, int]]:
@@ -85,13 +134,12 @@ def _flags(
     flags: list[tuple[int, int]] = []
     missing: dict[str, int] = {}
     for p in pairs:
-        try:
-            n, d = ind(p)
-        except Unsupported as exc:
-            missing[exc.field] = missing.get(exc.field, 0) + 1
+        flag = _memo_flag(p, metric, condition, ind)
+        if isinstance(flag, str):
+            missing[flag] = missing.get(flag, 0) + 1
             flags.append((-1, -1))
-            continue
-        flags.append((int(n and d), int(d)))
+        else:
+            flags.append(flag)
     return flags, missing
 
 

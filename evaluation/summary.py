@@ -26,13 +26,15 @@ import numpy as np
 from statsmodels.stats.multitest import multipletests
 
 from .errors import Unsupported
-from .indicators import Pair, conditioning_applies, fault_outcome, indicator, is_infra_error
+from .indicators import Pair, conditioning_applies, fault_outcome, is_infra_error
 from .metrics import (
     BOOTSTRAP_RESAMPLES,
     BOOTSTRAP_SEED,
     NOT_APPLIED,
     infra_as_failure,
     metrics,
+    pair_flag,
+    shared_flags,
 )
 from .pass_k import pass_k
 from .schedules import fault_counts, has_cascades, schedule
@@ -130,17 +132,12 @@ def _group(pairs: list[Pair], key: GroupKey) -> dict[str, list[Pair]]:
     return dict(sorted(out.items()))
 
 
-def _flag(p: Pair, metric: str, condition: bool) -> tuple[int, int]:
-    n, d = indicator(metric, condition)(p)
-    return int(n and d), int(d)
-
-
 def _counts(pairs: list[Pair], metric: str, condition: bool) -> tuple[int, int] | None:
     """(num, den) over pairs, or None when a pair cannot support the metric."""
     num = den = 0
     for p in pairs:
         try:
-            n, d = _flag(p, metric, condition)
+            n, d = pair_flag(p, metric, condition)
         except Unsupported:
             return None
         num += n
@@ -189,8 +186,8 @@ def _matched(
     """Binary outcomes of pairs matched one to one across the two methods; keys that occur
     more than once in an arm are ambiguous and left out, as are pairs outside a
     conditional (or conditioned) metric's denominator in either arm."""
-    ia = _index(a, lambda p: _flag(p, metric, condition))
-    ib = _index(b, lambda p: _flag(p, metric, condition))
+    ia = _index(a, lambda p: pair_flag(p, metric, condition))
+    ib = _index(b, lambda p: pair_flag(p, metric, condition))
     keys = sorted((k for k in ia.keys() & ib.keys() if ia[k][1] and ib[k][1]), key=repr)
     return [bool(ia[k][0]) for k in keys], [bool(ib[k][0]) for k in keys]
 
@@ -328,6 +325,11 @@ def _notes(valid: list[Pair], applied: bool, overall: dict[str, Any]) -> list[st
 def summarize(pairs: list[Pair], *, tost_margin: float = TOST_MARGIN) -> dict[str, Any]:
     """Whether conditioning applies is decided once for the run and used in every group,
     so that a group's figures mean the same as the overall ones."""
+    with shared_flags():  # each pair's flags once, not once per group it is in
+        return _summarize(pairs, tost_margin)
+
+
+def _summarize(pairs: list[Pair], tost_margin: float) -> dict[str, Any]:
     valid = [p for p in pairs if not is_infra_error(p)]
     applied = conditioning_applies(valid)
     groups = {
