@@ -153,8 +153,17 @@ class ProcessRuntime(Runtime):
         for attempt in range(PORT_ATTEMPTS):
             self._proxy.ports = ()
             try:
-                self._start_service(ports=(free_port(), free_port()))
-                self._start_proxy()
+                # Both start at once: the proxy connects to the service only when a call
+                # comes (connection_strategy=lazy), so it need not wait for it, and their
+                # imports (about a second each) overlap.
+                self._spawn_service(ports=(free_port(), free_port()))
+                try:
+                    self._spawn_proxy()
+                except Exception:
+                    self._await_service()  # a service that cannot start says why first
+                    raise
+                self._await_service()
+                self._await_proxy()
                 return
             except StackStartError:
                 lost = [c for c in (self._service, self._proxy) if port_taken(c.log)]
@@ -166,7 +175,7 @@ class ProcessRuntime(Runtime):
                     with contextlib.suppress(OSError):  # keep it, out of the next one's way
                         child.log.rename(child.log.with_suffix(f".port-taken-{attempt}.log"))
 
-    def _start_service(self, ports: tuple[int, int]) -> None:
+    def _spawn_service(self, ports: tuple[int, int]) -> None:
         cmd = [
             sys.executable,
             "-m",
@@ -184,9 +193,17 @@ class ProcessRuntime(Runtime):
             cmd.append("--fork-server")
         self._service.serving_pid = None
         self._service.proc = spawn(cmd, self._service.log, capture_stdout=True)
+        self._service.ports = ports
+
+    def _await_service(self) -> None:
         self._service.ports = read_ready(self._service, READY_TIMEOUT_S, self._service_line)
+        assert self._service.proc is not None
         if self._service.serving_pid is None:  # exec mode: the process itself serves
             self._service.serving_pid = self._service.proc.pid
+
+    def _start_service(self, ports: tuple[int, int]) -> None:
+        self._spawn_service(ports)
+        self._await_service()
 
     def _service_line(self, line: str) -> None:
         """A fork server's report: a new server process, or one that exited (a restart)."""
@@ -205,6 +222,10 @@ class ProcessRuntime(Runtime):
             self._service_line(line)
 
     def _start_proxy(self) -> None:
+        self._spawn_proxy()
+        self._await_proxy()
+
+    def _spawn_proxy(self) -> None:
         svc_port = self._service.ports[0]
         proxy_port, control_port = self._proxy.ports or (free_port(), free_port())
         cmd = proxy_command(
@@ -212,6 +233,10 @@ class ProcessRuntime(Runtime):
         )
         self._proxy.proc = spawn(cmd, self._proxy.log, capture_stdout=False)
         self._proxy.ports = (proxy_port, control_port)
+
+    def _await_proxy(self) -> None:
+        assert self._proxy.proc is not None
+        proxy_port, control_port = self._proxy.ports
         deadline = time.monotonic() + READY_TIMEOUT_S
         while time.monotonic() < deadline:
             if self._proxy.proc.poll() is not None:
