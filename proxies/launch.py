@@ -24,16 +24,15 @@ def addon_script() -> str:
     return str(Path(__file__).with_name("stack.py"))
 
 
-def use_uvloop() -> bool:
+def use_uvloop() -> None:
     """Run mitmproxy's event loop on uvloop (a core dependency, not on Windows): its
     transports and loop are C, which takes a share off the proxy's CPU per flow.
     mitmproxy starts its loop with `asyncio.run`, so the policy is the hook."""
     try:
         import uvloop
     except ImportError:
-        return False
+        return  # asyncio's own loop, as on Windows
     asyncio.set_event_loop_policy(uvloop.EventLoopPolicy())
-    return True
 
 
 def main() -> None:
