@@ -18,9 +18,10 @@ from .agents.factory import make_agent as build_agent
 from .agents.llm.model_server import local_agents
 from .catalog import find_workflow
 from .errors import UndoBenchError
-from .executors import DEFAULT_MAX_STACKS, RetryPolicy, TrialTask, make_executor
+from .executors import DEFAULT_MAX_STACKS, RetryPolicy, TrialTask, default_lanes, make_executor
 from .executors.base import (
     DEFAULT_HTTP_TIMEOUT_S,
+    INTERRUPTED,
     PROVIDER,
     USAGE,
     Executor,
@@ -211,6 +212,7 @@ def run_sweep(
     report: bool = True,
     http_timeout: float = DEFAULT_HTTP_TIMEOUT_S,
     share_controls: bool = True,
+    lanes: int | None = None,
 ) -> dict[str, Any]:
     """Run `trials` (skipping recorded pairs when `resume`) and return the summary; with
     `report=False` only record the trials (no `eval` extra needed) and return {}.
@@ -218,8 +220,9 @@ def run_sweep(
     deterministic agent (whose pairs otherwise share it: `build_tasks`).
 
     `executor` is "local" (one worker in this process; `workers` > 1 spawns processes) or
-    "ray", or a ready `Executor` to reuse across sweeps (then `workers`, `trial_timeout`,
-    `max_stacks` and `ray_address` are its own, and it is left open)."""
+    "ray", or a ready `Executor` to reuse across sweeps (then `workers`, `lanes`,
+    `trial_timeout`, `max_stacks` and `ray_address` are its own, and it is left open).
+    `lanes`: pairs in flight per local worker process (None: `default_lanes`)."""
     retry = retry or RetryPolicy()
     if report:
         require("eval", "the sweep's reports", hint=", or record trials only (--no-report)")
@@ -246,10 +249,16 @@ def run_sweep(
             todo = [t for t in tasks if t.pair_id not in writer.done]
             meta = RunMeta(out, retry, trial_timeout=trial_timeout)
             name = executor if isinstance(executor, str) else executor.name
-            slots = workers if isinstance(executor, str) else executor.slots
+            if isinstance(executor, str):
+                deterministic = all(m["deterministic"] for m in info.values())
+                lanes = lanes or default_lanes(executor, workers, deterministic=deterministic)
+            else:
+                lanes = int(getattr(executor, "lanes", 1))
+                workers = executor.slots // lanes
             meta.start(
                 executor=name,
-                workers=slots,
+                workers=workers,
+                lanes=lanes,
                 planned=len(tasks),
                 todo=len(todo),
                 http_timeout=http_timeout,
@@ -267,6 +276,7 @@ def run_sweep(
                             max_stacks=max_stacks,
                             ray_address=ray_address,
                             grace=hard_timeout_grace,
+                            lanes=lanes,
                         )
                         if isinstance(executor, str)
                         else executor
@@ -280,12 +290,13 @@ def run_sweep(
                         if owned:
                             ex.close()
             finally:
-                meta.finish(written=written, replaced=replaced, trials=read_trials(trials_path))
+                recorded = read_trials(trials_path)  # the report reuses them (1.5 s to read)
+                meta.finish(written=written, replaced=replaced, trials=recorded)
     if not report:
         return {}
     from .evaluation.report import write_reports  # the eval extra: checked above
 
-    summary: dict[str, Any] = write_reports(out)
+    summary: dict[str, Any] = write_reports(out, trials=recorded)
     return summary
 
 
@@ -299,7 +310,7 @@ def _drive(
     on_trial: Callable[[dict[str, Any]], None] | None,
 ) -> int:
     """Keep every slot busy; record each outcome, or requeue it under the retry policy."""
-    queue = Scheduler(todo)
+    queue = Scheduler(todo, steal_below=ex.slots // max(1, int(getattr(ex, "lanes", 1))))
     by_id = {t.pair_id: t for t in todo}
     running: dict[int, StackKey] = {}
     failures: dict[str, list[dict[str, Any]]] = {}
@@ -311,7 +322,7 @@ def _drive(
         for slot in ex.idle():
             others = {k for s in range(ex.slots) if s != slot for k in ex.held(s)}
             others |= {k for s, k in running.items() if s != slot}
-            task = queue.pop_for(ex.held(slot), others, slot)
+            task = queue.pop_for(ex.held(slot), others, slot, busy=len(running))
             if task is None:
                 continue  # another slot may still have its control group's pairs kept
             attempt = len(failures.get(task.pair_id, ())) + 1
@@ -331,6 +342,9 @@ def _drive(
                     f"(last: {out.error}). Recorded pairs are kept; fix the server, then "
                     "run the same command with --resume"
                 )
+            if out.error_kind == INTERRUPTED:  # killed beside another lane's pair
+                queue.push_front(task)
+                continue
             if out.error_kind is not None:
                 failures.setdefault(task.pair_id, []).append(
                     {"attempt": out.attempt, "kind": out.error_kind, "error": out.error}

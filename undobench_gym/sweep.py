@@ -11,6 +11,7 @@ runtime = "process"
 max_steps = 20
 [execution]                    # optional; command-line flags override these
 workers = 2
+lanes = 2                      # pairs in flight per worker (default 2 for scripted agents)
 trial_timeout = 300
 ```
 
@@ -57,6 +58,7 @@ class Execution(BaseModel):
     model_config = ConfigDict(extra="forbid")
     executor: Literal["local", "ray"] | None = None
     workers: int | None = Field(default=None, ge=1)
+    lanes: int | None = Field(default=None, ge=1)
     trial_timeout: float | None = Field(default=None, gt=0)
     max_attempts: int | None = Field(default=None, ge=1)
     max_stacks: int | None = Field(default=None, ge=1)
@@ -212,6 +214,7 @@ def resolve_execution(spec: SweepSpec, **flags: Any) -> dict[str, Any]:
         "framework": spec.frameworks[0] if spec.frameworks else None,
         "executor": cli.executor or file.executor or ("ray" if address else "local"),
         "workers": cli.workers or file.workers or 1,
+        "lanes": cli.lanes or file.lanes,
         "trial_timeout": cli.trial_timeout or file.trial_timeout or DEFAULT_TRIAL_TIMEOUT_S,
         "retry": RetryPolicy(max_attempts=cli.max_attempts or file.max_attempts or 2),
         "max_stacks": cli.max_stacks or file.max_stacks or DEFAULT_MAX_STACKS,

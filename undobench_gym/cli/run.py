@@ -83,6 +83,13 @@ def add(sub: Any) -> None:
     )
     r.add_argument("--workers", type=int, default=None, help="parallel stacks/workers (default 1)")
     r.add_argument(
+        "--lanes",
+        type=int,
+        default=None,
+        help="pairs in flight per worker process, each on its own stacks (default 2 when "
+        "--workers > 1 and the agents are deterministic, else 1)",
+    )
+    r.add_argument(
         "--trial-timeout",
         type=float,
         default=None,
@@ -96,7 +103,10 @@ def add(sub: Any) -> None:
         help="attempts per pair on infrastructure errors only (default 2: one retry)",
     )
     r.add_argument(
-        "--max-stacks", type=int, default=None, help="stacks kept open per worker (default 4)"
+        "--max-stacks",
+        type=int,
+        default=None,
+        help="stacks kept open per worker lane (default 4)",
     )
     r.add_argument(
         "--ray-address", default=None, help="an existing Ray cluster (default: start one)"
@@ -151,6 +161,7 @@ def run(args: argparse.Namespace) -> int:
         spec,
         executor=args.executor,
         workers=args.workers,
+        lanes=args.lanes,
         trial_timeout=args.trial_timeout,
         max_attempts=args.max_attempts,
         max_stacks=args.max_stacks,

@@ -22,6 +22,9 @@ WORKER_DIED = "worker_died"
 HARNESS = "harness"  # any other exception outside the agent: admin API, proxy control, …
 PROVIDER = "provider"  # the model server kept failing after the agent's own retries
 INFRA_KINDS = (STACK_START, STACK_UNHEALTHY, TIMEOUT, WORKER_DIED, HARNESS, PROVIDER)
+#: Stopped with its worker when another lane's pair had to be killed: run again, and not
+#: counted as an attempt (the pair did nothing wrong).
+INTERRUPTED = "interrupted"
 #: A usage error (unknown scenario, bad agent spec): it would fail every trial, so it stops
 #: the sweep instead of being recorded.
 USAGE = "usage"

@@ -1,11 +1,12 @@
 """Local executors: in the driver process (one worker), or N spawned worker processes.
 
-Each worker process owns its stacks for its lifetime and runs one pair at a time; the
-driver hands out pairs over a pipe per worker and reads results back, so it always knows
-which pair a worker is on. A worker that dies, or overruns the trial timeout by more than
-the grace period (the worker's own SIGALRM did not get it out), is killed and replaced;
-its stacks die with it (PR_SET_PDEATHSIG), and the pair comes back as an infrastructure
-error for the driver's retry policy.
+Each worker process owns its stacks for its lifetime and runs one pair at a time per lane
+(`lanes.py`); the driver hands out pairs over a pipe per worker and reads results back, so
+it always knows which pair each lane is on. A worker that dies, or overruns the trial
+timeout by more than the grace period (its own time limit did not get it out), is killed
+and replaced; its stacks die with it (PR_SET_PDEATHSIG), and the pair comes back as an
+infrastructure error for the driver's retry policy. The pairs of its other lanes, killed
+for no fault of theirs, come back `INTERRUPTED`: run again without using an attempt.
 """
 
 from __future__ import annotations
@@ -21,8 +22,9 @@ from typing import Any
 
 from ..errors import UndoBenchError
 from ..runtime.process import remove_stale_workdirs
-from .base import TIMEOUT, WORKER_DIED, Outcome, StackKey, TrialTask
-from .worker import TrialWorker, die_with_parent
+from .base import INTERRUPTED, TIMEOUT, WORKER_DIED, Outcome, StackKey, TrialTask
+from .lanes import worker_main
+from .worker import TrialWorker
 
 #: How long past the trial timeout the driver waits before it kills a worker.
 HARD_TIMEOUT_GRACE_S = 30.0
@@ -63,42 +65,29 @@ class InlineExecutor:
         self.worker.close()
 
 
-def worker_main(
-    conn: Connection, parent_pid: int, name: str, max_stacks: int, trial_timeout: float | None
-) -> None:
-    """A worker process: receive (task, attempt), send back the outcome, until told to stop
-    (None) or the driver goes away."""
-    die_with_parent(parent_pid)
-    worker = TrialWorker(name, max_stacks=max_stacks, trial_timeout=trial_timeout)
-    try:
-        while True:
-            try:
-                msg = conn.recv()
-            except (EOFError, OSError):
-                break
-            if msg is None:
-                break
-            task, attempt = msg
-            conn.send(worker.run(TrialTask(**task), attempt).to_dict())
-    finally:
-        worker.close()
+@dataclass
+class _Worker:
+    index: int
+    proc: BaseProcess | None = None
+    conn: Connection | None = None
+    generation: int = 0
+    answered: bool = False  # this worker process has sent back at least one outcome
 
 
 @dataclass
 class _Slot:
     index: int
-    proc: BaseProcess | None = None
-    conn: Connection | None = None
+    worker: _Worker
+    lane: int
     task: TrialTask | None = None
     attempt: int = 0
     started: float = 0.0
-    generation: int = 0
     held: tuple[StackKey, ...] = ()
-    answered: bool = False  # this worker process has sent back at least one outcome
 
 
 class ProcessExecutor:
-    """N worker processes (`spawn` start method: nothing of the driver's state is forked)."""
+    """N worker processes (`spawn` start method: nothing of the driver's state is forked),
+    `lanes` pairs in flight in each: `workers * lanes` slots."""
 
     name = "local"
 
@@ -109,39 +98,44 @@ class ProcessExecutor:
         max_stacks: int,
         trial_timeout: float | None,
         grace: float = HARD_TIMEOUT_GRACE_S,
+        lanes: int = 1,
     ) -> None:
-        if workers < 1:
-            raise ValueError("workers must be at least 1")
+        if workers < 1 or lanes < 1:
+            raise ValueError("workers and lanes must be at least 1")
         self.ctx = mp.get_context("spawn")
-        self.slots = workers
+        self.lanes = lanes
+        self.slots = workers * lanes
         self.max_stacks = max_stacks
         self.trial_timeout = trial_timeout
         self.grace = grace
-        self._slots = [_Slot(i) for i in range(workers)]
+        self._workers = [_Worker(i) for i in range(workers)]
+        self._slots = [_Slot(i, self._workers[i // lanes], i % lanes) for i in range(self.slots)]
+        self._lost: list[Outcome] = []  # outcomes of lanes lost while submitting
         self.replaced = 0
         self.start_deaths = 0
 
     # ---- workers --------------------------------------------------------------------
 
-    def _start(self, slot: _Slot) -> None:
+    def _start(self, w: _Worker) -> None:
         parent, child = self.ctx.Pipe()
-        slot.generation += 1
-        name = f"worker-{slot.index}.{slot.generation}"
+        w.generation += 1
+        name = f"worker-{w.index}.{w.generation}"
+        args = (child, os.getpid(), name, self.max_stacks, self.trial_timeout, self.lanes)
         proc = self.ctx.Process(
-            target=worker_main,
-            args=(child, os.getpid(), name, self.max_stacks, self.trial_timeout),
-            name=f"undobench-{name}",
-            daemon=True,
+            target=worker_main, args=args, name=f"undobench-{name}", daemon=True
         )
         proc.start()
         child.close()
-        slot.proc, slot.conn, slot.held, slot.answered = proc, parent, (), False
+        w.proc, w.conn, w.answered = proc, parent, False
+        for s in self._lanes(w):
+            s.held = ()
 
-    def _kill(self, slot: _Slot) -> None:
+    def _kill(self, w: _Worker) -> None:
         """SIGTERM first (the worker closes its stacks), SIGKILL if it does not go."""
-        proc, conn = slot.proc, slot.conn
-        slot.proc = slot.conn = None
-        slot.held = ()
+        proc, conn = w.proc, w.conn
+        w.proc = w.conn = None
+        for s in self._lanes(w):
+            s.held = ()
         if conn is not None:
             conn.close()
         if proc is None:
@@ -155,8 +149,15 @@ class ProcessExecutor:
         with contextlib.suppress(ValueError):
             proc.close()
 
+    def _lanes(self, w: _Worker) -> list[_Slot]:
+        return self._slots[w.index * self.lanes : (w.index + 1) * self.lanes]
+
+    def _label(self, s: _Slot) -> str:
+        name = f"worker-{s.worker.index}.{s.worker.generation}"
+        return f"{name}/{s.lane}" if self.lanes > 1 else name
+
     def pids(self) -> list[int]:
-        return [s.proc.pid for s in self._slots if s.proc is not None and s.proc.pid]
+        return [w.proc.pid for w in self._workers if w.proc is not None and w.proc.pid]
 
     # ---- the Executor protocol ---------------------------------------------------------
 
@@ -168,92 +169,121 @@ class ProcessExecutor:
 
     def submit(self, slot: int, task: TrialTask, attempt: int) -> None:
         s = self._slots[slot]
-        if s.proc is None or not s.proc.is_alive():
-            self._kill(s)
-            self._start(s)
-        assert s.conn is not None
+        w = s.worker
+        if w.proc is None or not w.proc.is_alive():
+            if w.proc is not None:  # died since the last wait(): its busy lanes are lost
+                code = w.proc.exitcode
+                self._lost += self._lose(w, WORKER_DIED, f"worker process died (exit code {code})")
+            self._kill(w)
+            self._start(w)
+        assert w.conn is not None
         s.task, s.attempt, s.started = task, attempt, time.monotonic()
         # If it died just now, wait() reports it through the sentinel.
         with contextlib.suppress(OSError):
-            s.conn.send((task.__dict__, attempt))
+            w.conn.send((s.lane, task.__dict__, attempt))
 
-    def _finish(self, s: _Slot, kind: str, message: str) -> Outcome:
-        assert s.task is not None
-        if kind == WORKER_DIED and not s.answered:
+    def _lose(
+        self, w: _Worker, kind: str, message: str, culprit: _Slot | None = None
+    ) -> list[Outcome]:
+        """End every busy lane of `w` and kill it: `kind` for the culprit (or for all, when
+        the process died of itself), `INTERRUPTED` for the lanes killed beside it."""
+        if kind == WORKER_DIED and not w.answered:
             self.start_deaths += 1
-            if self.start_deaths > MAX_START_DEATHS + self.slots:
+            if self.start_deaths > MAX_START_DEATHS + len(self._workers):
                 raise UndoBenchError(
                     f"{self.start_deaths} worker processes in a row died before finishing "
                     f"a single pair (last: {message}); their tracebacks are on stderr above"
                 )
-        out = Outcome(s.task.pair_id, s.attempt, error_kind=kind, error=message)
-        out.worker = f"worker-{s.index}.{s.generation}"
-        out.wall_s = round(time.monotonic() - s.started, 3)
-        self._kill(s)
+        outs: list[Outcome] = []
+        for s in self._lanes(w):
+            if s.task is None:
+                continue
+            if culprit is None or s is culprit:
+                out = Outcome(s.task.pair_id, s.attempt, error_kind=kind, error=message)
+            else:
+                why = f"its worker was killed when lane {culprit.lane}'s pair timed out"
+                out = Outcome(s.task.pair_id, s.attempt, error_kind=INTERRUPTED, error=why)
+            out.worker = self._label(s)
+            out.wall_s = round(time.monotonic() - s.started, 3)
+            s.task = None
+            outs.append(out)
+        self._kill(w)
         self.replaced += 1
-        s.task = None
-        return out
+        return outs
+
+    def _receive(self, w: _Worker) -> list[Outcome]:
+        assert w.conn is not None
+        outs: list[Outcome] = []
+        with contextlib.suppress(EOFError, OSError):
+            while w.conn.poll():
+                lane, data = w.conn.recv()
+                out = Outcome.from_dict(data)
+                s = self._lanes(w)[lane]
+                s.held, s.task, w.answered = tuple(out.held), None, True
+                self.start_deaths = 0
+                outs.append(out)
+        return outs
 
     def wait(self, timeout: float) -> list[Outcome]:
+        outcomes, self._lost = self._lost, []
         busy = [s for s in self._slots if s.task is not None]
         if not busy:
-            return []
+            return outcomes
         now = time.monotonic()
-        if self.trial_timeout:
+        if outcomes:
+            timeout = 0.0
+        elif self.trial_timeout:
             deadline = min(s.started + self.trial_timeout + self.grace for s in busy)
             timeout = max(0.0, min(timeout, deadline - now))
+        workers = list({id(s.worker): s.worker for s in busy}.values())
         objects: list[Any] = []
-        for s in busy:
-            assert s.conn is not None and s.proc is not None
-            objects += [s.conn, s.proc.sentinel]
+        for w in workers:
+            assert w.conn is not None and w.proc is not None
+            objects += [w.conn, w.proc.sentinel]
         ready = set(wait(objects, timeout))
-        outcomes: list[Outcome] = []
-        for s in busy:
-            assert s.conn is not None and s.proc is not None
-            if s.conn in ready or s.proc.sentinel in ready:
-                try:
-                    if s.conn.poll():
-                        out = Outcome.from_dict(s.conn.recv())
-                        s.held, s.task, s.answered = tuple(out.held), None, True
-                        self.start_deaths = 0
-                        outcomes.append(out)
-                        continue
-                except (EOFError, OSError):
-                    pass
-                s.proc.join(2)  # its pipe can close a moment before it exits
-                code = s.proc.exitcode
-                outcomes.append(
-                    self._finish(s, WORKER_DIED, f"worker process died (exit code {code})")
-                )
-            elif self.trial_timeout and time.monotonic() > (
-                s.started + self.trial_timeout + self.grace
-            ):
-                outcomes.append(
-                    self._finish(
-                        s,
-                        TIMEOUT,
-                        f"the trial ran past its {self.trial_timeout:g}s timeout and the "
-                        f"worker did not answer {self.grace:g}s later: worker killed",
+        for w in workers:
+            assert w.conn is not None and w.proc is not None
+            if w.conn in ready or w.proc.sentinel in ready:
+                outcomes += self._receive(w)
+                if w.proc.sentinel in ready and any(s.task for s in self._lanes(w)):
+                    w.proc.join(2)  # its pipe can close a moment before it exits
+                    code = w.proc.exitcode
+                    outcomes += self._lose(
+                        w, WORKER_DIED, f"worker process died (exit code {code})"
                     )
+                    continue
+            late = [
+                s
+                for s in self._lanes(w)
+                if s.task is not None
+                and self.trial_timeout
+                and time.monotonic() > s.started + self.trial_timeout + self.grace
+            ]
+            if late:
+                message = (
+                    f"the trial ran past its {self.trial_timeout:g}s timeout and the "
+                    f"worker did not answer {self.grace:g}s later: worker killed"
                 )
+                outcomes += self._lose(w, TIMEOUT, message, culprit=late[0])
         return outcomes
 
     def close(self) -> None:
         """Idle workers are asked to stop, busy ones (Ctrl-C mid-trial) get SIGTERM; all
         share one deadline to close their stacks before SIGKILL."""
-        for s in self._slots:
-            if s.proc is None:
+        for w in self._workers:
+            if w.proc is None:
                 continue
-            if s.conn is not None and s.task is None:
+            if w.conn is not None and not any(s.task for s in self._lanes(w)):
                 with contextlib.suppress(OSError):
-                    s.conn.send(None)
-            elif s.proc.is_alive():
-                s.proc.terminate()
+                    w.conn.send(None)
+            elif w.proc.is_alive():
+                w.proc.terminate()
         deadline = time.monotonic() + CLOSE_GRACE_S
+        for w in self._workers:
+            if w.proc is not None:
+                w.proc.join(max(0.1, deadline - time.monotonic()))
+            self._kill(w)
         for s in self._slots:
-            if s.proc is not None:
-                s.proc.join(max(0.1, deadline - time.monotonic()))
-            self._kill(s)
             s.task = None
         # A worker SIGKILLed past the deadline could not remove its stacks' workdirs.
         remove_stale_workdirs()

@@ -15,7 +15,6 @@ import copy
 import ctypes
 import os
 import signal
-import threading
 import time
 from collections import OrderedDict
 from collections.abc import Callable, Iterator
@@ -26,6 +25,7 @@ from typing import Any
 from ..agents.factory import make_agent
 from ..agents.methods import applicable, server_idempotency_for, workflow_schemas, wrap
 from ..catalog import find_workflow
+from ..deadline import time_limit
 from ..env import UndoBenchEnv
 from ..errors import ProviderUnavailable, StackStartError, StackUnhealthyError, UndoBenchError
 from ..pairing import run_pair
@@ -53,21 +53,13 @@ class TrialTimeout(BaseException):
 
 @contextlib.contextmanager
 def alarm(seconds: float | None) -> Iterator[None]:
-    """Interrupt the block after `seconds` (SIGALRM; only where this is the main thread)."""
-    if not seconds or threading.current_thread() is not threading.main_thread():
+    """Interrupt the block after `seconds` (SIGALRM on the main thread; off it, at the
+    lane's next Python instruction: `deadline.time_limit`)."""
+    if not seconds:
         yield
         return
-
-    def fire(_sig: int, _frame: FrameType | None) -> None:
-        raise TrialTimeout(f"the trial ran past its {seconds:g}s timeout")
-
-    previous = signal.signal(signal.SIGALRM, fire)
-    signal.setitimer(signal.ITIMER_REAL, seconds)
-    try:
+    with time_limit(seconds, TrialTimeout, f"the trial ran past its {seconds:g}s timeout"):
         yield
-    finally:
-        signal.setitimer(signal.ITIMER_REAL, 0)
-        signal.signal(signal.SIGALRM, previous)
 
 
 class GuardedAgent:
