@@ -119,6 +119,9 @@ class ProcessRuntime(Runtime):
     def _kill_all(children: list[Child]) -> None:
         for child in children:
             with contextlib.suppress(Exception):
+                child.terminate()
+        for child in children:
+            with contextlib.suppress(Exception):
                 child.stop()
 
     # ---- lifecycle ----------------------------------------------------------------
@@ -339,8 +342,12 @@ class ProcessRuntime(Runtime):
         self._stop.set()
         if self._supervisor is not None:
             self._supervisor.join(timeout=2)
-        self._kill_all([self._proxy, self._service])
         self._http.close()
+        if self._own_dir:  # nothing of it is kept: no shutdown to wait for
+            for child in (self._proxy, self._service):
+                with contextlib.suppress(Exception):
+                    child.kill()
+        self._kill_all([self._proxy, self._service])  # a user's workdir: stop gracefully
         self._finalizer.detach()
         if self._own_dir:
             shutil.rmtree(self.workdir, ignore_errors=True)
