@@ -80,23 +80,31 @@ BOOTSTRAP_RESAMPLES = 4000
 BOOTSTRAP_SEED = 20261201
 
 
-#: (id(pair), metric, condition) -> (pair, its flags or the unrecorded field), while a
+#: (metric, condition) -> id(pair) -> (pair, its flags or the unrecorded field), while a
 #: `shared_flags()` block runs. A summary asks for each pair's flags once per group the pair
 #: is in (overall, by method, by boundary, ...); indicators are pure functions of the pair,
 #: so the first answer serves all. The pair itself is kept in the entry so that its id
-#: cannot be reused by another pair while the block runs.
-_MEMO: ContextVar[dict[tuple[int, str, bool], tuple[Pair, tuple[int, int] | str]] | None]
+#: cannot be reused by another pair while the block runs. One table per metric, so that a
+#: group's lookups are a dict get each (a summary makes about 1.8 million).
+Flag = tuple[int, int] | str
+_MEMO: ContextVar[dict[tuple[str, bool], dict[int, tuple[Pair, Flag]]] | None]
 _MEMO = ContextVar("undobench_flag_memo", default=None)
+#: Interval results by their inputs (the clustered values, resamples, seed), in the same
+#: block: a bootstrap is a pure function of them, and a summary's 1,136 rate intervals
+#: over the factorial have 180 distinct inputs (rsr and crsr agree, so do groups).
+_BOOT_MEMO: ContextVar[dict[tuple[Any, ...], dict[str, Any]] | None]
+_BOOT_MEMO = ContextVar("undobench_bootstrap_memo", default=None)
 
 
 @contextmanager
 def shared_flags() -> Iterator[None]:
     """Compute each pair's indicator flags once inside the block (see `_MEMO`)."""
-    token = _MEMO.set({})
+    token, boot = _MEMO.set({}), _BOOT_MEMO.set({})
     try:
         yield
     finally:
         _MEMO.reset(token)
+        _BOOT_MEMO.reset(boot)
 
 
 def _flag(ind: Indicator, p: Pair) -> tuple[int, int] | str:
@@ -108,20 +116,26 @@ def _flag(ind: Indicator, p: Pair) -> tuple[int, int] | str:
     return int(n and d), int(d)
 
 
-def _memo_flag(p: Pair, metric: str, condition: bool, ind: Indicator) -> tuple[int, int] | str:
+def _flag_table(metric: str, condition: bool) -> dict[int, tuple[Pair, Flag]] | None:
     memo = _MEMO.get()
-    if memo is None:
+    return None if memo is None else memo.setdefault((metric, condition), {})
+
+
+def _memo_flag(
+    p: Pair, ind: Indicator, table: dict[int, tuple[Pair, Flag]] | None
+) -> tuple[int, int] | str:
+    if table is None:
         return _flag(ind, p)
-    key = (id(p), metric, condition)
-    if key not in memo:
-        memo[key] = (p, _flag(ind, p))
-    return memo[key][1]
+    hit = table.get(id(p))
+    if hit is None:
+        hit = table[id(p)] = (p, _flag(ind, p))
+    return hit[1]
 
 
 def pair_flag(p: Pair, metric: str, condition: bool) -> tuple[int, int]:
     """One pair's (numerator, denominator) as 0/1; raises `Unsupported` when the pair did
     not record what the metric needs."""
-    flag = _memo_flag(p, metric, condition, indicator(metric, condition))
+    flag = _memo_flag(p, indicator(metric, condition), _flag_table(metric, condition))
     if isinstance(flag, str):
         raise Unsupported(flag)
     return flag
@@ -130,11 +144,11 @@ def pair_flag(p: Pair, metric: str, condition: bool) -> tuple[int, int]:
 def _flags(
     pairs: list[Pair], metric: str, condition: bool
 ) -> tuple[list[tuple[int, int]], dict[str, int]]:
-    ind = indicator(metric, condition)
+    ind, table = indicator(metric, condition), _flag_table(metric, condition)
     flags: list[tuple[int, int]] = []
     missing: dict[str, int] = {}
     for p in pairs:
-        flag = _memo_flag(p, metric, condition, ind)
+        flag = _memo_flag(p, ind, table)
         if isinstance(flag, str):
             missing[flag] = missing.get(flag, 0) + 1
             flags.append((-1, -1))
@@ -174,8 +188,20 @@ def intervals(
     if not pairs or missing or not any(d for _, d in per_pair):
         return none
     values = _cluster_values(pairs, per_pair)
+    memo = _BOOT_MEMO.get()
+    key = (values.shape, values.tobytes(), resamples, seed)
+    if memo is not None and key in memo:
+        return _copied(memo[key])
     res = cluster_bootstrap(values, ratio, resamples=resamples, seed=seed)
-    return {"bootstrap": res.percentile, "bca": res.bca, "empty_resamples": res.empty}
+    out = {"bootstrap": res.percentile, "bca": res.bca, "empty_resamples": res.empty}
+    if memo is not None:
+        memo[key] = out
+    return _copied(out)
+
+
+def _copied(result: dict[str, Any]) -> dict[str, Any]:
+    """A memoized result as a new object (its intervals are lists a caller may change)."""
+    return {k: list(v) if isinstance(v, list) else v for k, v in result.items()}
 
 
 def bootstrap(

@@ -370,10 +370,17 @@ def retries(out: Path, trials: list[dict[str, Any]]) -> dict[str, Any]:
 
 
 def write_reports(
-    out: Path, *, tost_margin: float = TOST_MARGIN, plots: bool = True, html: bool = False
+    out: Path,
+    *,
+    tost_margin: float = TOST_MARGIN,
+    plots: bool = True,
+    html: bool = False,
+    trials: list[dict[str, Any]] | None = None,
 ) -> dict[str, Any]:
-    """Every report of the run directory; with `html`, report.html too (evaluation/html)."""
-    trials = read_trials(out / "trials.jsonl")
+    """Every report of the run directory; with `html`, report.html too (evaluation/html).
+    `trials`: its trials.jsonl as already read (the sweep's driver has just read it)."""
+    if trials is None:
+        trials = read_trials(out / "trials.jsonl")
     summary = summarize(trials, tost_margin=tost_margin)
     summary["retries"] = retries(out, trials)
     summary["agent_behaviour"] = agent_behaviour(trials)
