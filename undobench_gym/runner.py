@@ -18,7 +18,7 @@ from .agents.factory import make_agent as build_agent
 from .agents.llm.model_server import local_agents
 from .catalog import find_workflow
 from .errors import UndoBenchError
-from .executors import DEFAULT_MAX_STACKS, RetryPolicy, TrialTask, default_lanes, make_executor
+from .executors import DEFAULT_LANES, DEFAULT_MAX_STACKS, RetryPolicy, TrialTask, make_executor
 from .executors.base import (
     DEFAULT_HTTP_TIMEOUT_S,
     INTERRUPTED,
@@ -222,7 +222,7 @@ def run_sweep(
     `executor` is "local" (one worker in this process; `workers` > 1 spawns processes) or
     "ray", or a ready `Executor` to reuse across sweeps (then `workers`, `lanes`,
     `trial_timeout`, `max_stacks` and `ray_address` are its own, and it is left open).
-    `lanes`: pairs in flight per local worker process (None: `default_lanes`)."""
+    `lanes`: pairs in flight per local worker process (None: `DEFAULT_LANES`)."""
     retry = retry or RetryPolicy()
     if report:
         require("eval", "the sweep's reports", hint=", or record trials only (--no-report)")
@@ -250,8 +250,7 @@ def run_sweep(
             meta = RunMeta(out, retry, trial_timeout=trial_timeout)
             name = executor if isinstance(executor, str) else executor.name
             if isinstance(executor, str):
-                deterministic = all(m["deterministic"] for m in info.values())
-                lanes = lanes or default_lanes(executor, workers, deterministic=deterministic)
+                lanes = lanes or DEFAULT_LANES
             else:
                 lanes = int(getattr(executor, "lanes", 1))
                 workers = executor.slots // lanes

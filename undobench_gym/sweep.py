@@ -11,7 +11,7 @@ runtime = "process"
 max_steps = 20
 [execution]                    # optional; command-line flags override these
 workers = 2
-lanes = 2                      # pairs in flight per worker (default 2 for scripted agents)
+lanes = 1                      # pairs in flight per worker process (default 1)
 trial_timeout = 300
 ```
 

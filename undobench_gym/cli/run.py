@@ -86,8 +86,8 @@ def add(sub: Any) -> None:
         "--lanes",
         type=int,
         default=None,
-        help="pairs in flight per worker process, each on its own stacks (default 2 when "
-        "--workers > 1 and the agents are deterministic, else 1)",
+        help="pairs in flight per worker process, each on its own stacks (default 1): for "
+        "agents that wait on a model server; a CPU-bound scripted sweep gets slower",
     )
     r.add_argument(
         "--trial-timeout",

@@ -9,22 +9,14 @@ from .ray_actors import RayExecutor
 
 __all__ = ["INFRA_KINDS", "Executor", "Outcome", "RetryPolicy", "StackKey", "TrialTask"]
 __all__ += ["InlineExecutor", "ProcessExecutor", "RayExecutor", "make_executor"]
-__all__ += ["DEFAULT_LANES", "DEFAULT_MAX_STACKS", "default_lanes"]
+__all__ += ["DEFAULT_LANES", "DEFAULT_MAX_STACKS"]
 
 EXECUTORS = ("local", "ray")
 DEFAULT_MAX_STACKS = 4
-#: Pairs in flight per local worker process when the sweep does not say: two fill the
-#: time a pair waits (measured: 2 workers left a 2-core machine 15 % idle with one).
-DEFAULT_LANES = 2
-
-
-def default_lanes(executor: str, workers: int, *, deterministic: bool) -> int:
-    """`DEFAULT_LANES` for local worker processes when every agent is deterministic (the
-    scripted ones); otherwise one. Only the main thread's SIGALRM breaks a blocked call,
-    and an LLM agent's time limit has to end a stuck model request when it is due."""
-    if executor != "local" or workers < 2:
-        return 1
-    return DEFAULT_LANES if deterministic else 1
+#: Pairs in flight per local worker process when the sweep does not say. One: on the
+#: 2-core machine, lanes made the scripted factorial slower (304 -> 319 s, 500 -> 598
+#: CPU-s, alternated in one session); they pay where pairs wait (a model's latency).
+DEFAULT_LANES = 1
 
 
 def make_executor(
@@ -35,7 +27,7 @@ def make_executor(
     max_stacks: int = DEFAULT_MAX_STACKS,
     ray_address: str | None = None,
     grace: float | None = None,
-    lanes: int = 1,
+    lanes: int = DEFAULT_LANES,
 ) -> Executor:
     """`local` with one worker and one lane runs in the driver process; otherwise workers
     are processes with `lanes` pairs in flight each."""
