@@ -174,19 +174,6 @@ def test_scheduler_keeps_workers_on_their_stacks() -> None:
     assert len(q) == 3
 
 
-def test_scheduler_with_lanes_starts_a_second_stack_only_when_cores_would_idle() -> None:
-    """Lanes: while as many pairs run as there are workers, a slot whose stacks ran dry
-    waits instead of starting a stack for a key another slot holds (about 2 s of CPU);
-    with fewer busy it helps with the largest group, as without lanes."""
-    tasks = [_task("pay", "payments", "bare", s) for s in range(1, 6)]
-    q = Scheduler(tasks, steal_below=2)
-    held = {("payments", "native")}
-    assert q.pop_for([], held, 0, busy=2) is None
-    helped = q.pop_for([], held, 0, busy=1)
-    assert helped is not None and helped.stack_key == ("payments", "native")
-    assert Scheduler(tasks).pop_for([], held, 0, busy=3) is not None  # default: always
-
-
 def _shared(scenario: str, seed: int, method: str = "bare") -> TrialTask:
     return TrialTask(f"wf-{scenario}-{method}-{seed}", "wf", "payments", scenario, method,
                      seed, "scripted", None, "process", 20, share_control=True)  # fmt: skip

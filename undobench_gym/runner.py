@@ -309,7 +309,7 @@ def _drive(
     on_trial: Callable[[dict[str, Any]], None] | None,
 ) -> int:
     """Keep every slot busy; record each outcome, or requeue it under the retry policy."""
-    queue = Scheduler(todo, steal_below=ex.slots // max(1, int(getattr(ex, "lanes", 1))))
+    queue = Scheduler(todo)
     by_id = {t.pair_id: t for t in todo}
     running: dict[int, StackKey] = {}
     failures: dict[str, list[dict[str, Any]]] = {}
@@ -321,7 +321,7 @@ def _drive(
         for slot in ex.idle():
             others = {k for s in range(ex.slots) if s != slot for k in ex.held(s)}
             others |= {k for s, k in running.items() if s != slot}
-            task = queue.pop_for(ex.held(slot), others, slot, busy=len(running))
+            task = queue.pop_for(ex.held(slot), others, slot)
             if task is None:
                 continue  # another slot may still have its control group's pairs kept
             attempt = len(failures.get(task.pair_id, ())) + 1

@@ -51,11 +51,15 @@ def worker_main(
     # came back to (measured: 11 % more CPU for the factorial than with the full count).
     send = threading.Lock()
     threads = [
-        Lane(i, TrialWorker(f"{name}/{i}", max_stacks=max_stacks, trial_timeout=trial_timeout))
+        Lane(
+            i,
+            TrialWorker(f"{name}/{i}", max_stacks=max_stacks, trial_timeout=trial_timeout),
+            conn,
+            send,
+        )
         for i in range(lanes)
     ]
     for t in threads:
-        t.conn, t.send_lock = conn, send
         t.start()
     try:
         while (msg := _receive(conn)) is not None:
@@ -73,13 +77,14 @@ def _receive(conn: Connection) -> Any:
 
 
 class Lane(threading.Thread):
-    def __init__(self, index: int, worker: TrialWorker) -> None:
+    def __init__(
+        self, index: int, worker: TrialWorker, conn: Connection, send_lock: threading.Lock
+    ) -> None:
         super().__init__(name=f"undobench-lane-{index}", daemon=True)
         self.index, self.worker = index, worker
+        self.conn, self.send_lock = conn, send_lock  # the pipe is shared by the lanes
         self.inbox: queue.SimpleQueue[tuple[dict[str, Any], int] | None] = queue.SimpleQueue()
         self.busy = False
-        self.conn: Connection | None = None
-        self.send_lock = threading.Lock()
 
     def run(self) -> None:
         try:
@@ -88,7 +93,6 @@ class Lane(threading.Thread):
                 task, attempt = msg
                 out = self.worker.run(TrialTask(**task), attempt).to_dict()
                 self.busy = False
-                assert self.conn is not None
                 with self.send_lock, contextlib.suppress(OSError):
                     self.conn.send((self.index, out))
         finally:

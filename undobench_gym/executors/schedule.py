@@ -25,13 +25,7 @@ def _grouped(tasks: list[TrialTask]) -> list[TrialTask]:
 
 
 class Scheduler:
-    """`steal_below`: a slot starts a second stack for a key another slot holds only while
-    fewer than this many other slots are busy (default: always). With lanes the driver
-    passes the worker count: while that many pairs run, the cores are busy, and a stack
-    start (about 2 s of CPU) would cost more than the lane's idle time."""
-
-    def __init__(self, tasks: Iterable[TrialTask], steal_below: int | None = None) -> None:
-        self.steal_below = steal_below
+    def __init__(self, tasks: Iterable[TrialTask]) -> None:
         self.queues: OrderedDict[StackKey, deque[TrialTask]] = OrderedDict()
         by_stack: dict[StackKey, list[TrialTask]] = {}
         for t in tasks:
@@ -50,16 +44,15 @@ class Scheduler:
         self.queues.move_to_end(task.stack_key, last=False)
 
     def pop_for(
-        self, held: list[StackKey], others: set[StackKey], slot: int | None = None, busy: int = 0
+        self, held: list[StackKey], others: set[StackKey], slot: int | None = None
     ) -> TrialTask | None:
         """A pair for a worker holding `held` (LRU order) while other workers hold `others`:
         the rest of the control group it started, then its own most recent stack, then a
-        stack nobody holds (in sweep order), then the largest remaining group (see
-        `steal_below`). `busy`: how many other slots are running a pair."""
+        stack nobody holds (in sweep order), then the largest remaining group."""
         kept = self.kept.get(slot) if slot is not None else None
         if kept:
             return kept.popleft()
-        task = self._pop(held, others, busy)
+        task = self._pop(held, others)
         if task is not None and slot is not None and task.control_key is not None:
             queue = self.queues[task.stack_key]
             rest: deque[TrialTask] = deque()
@@ -69,7 +62,7 @@ class Scheduler:
                 self.kept[slot] = rest
         return task
 
-    def _pop(self, held: list[StackKey], others: set[StackKey], busy: int) -> TrialTask | None:
+    def _pop(self, held: list[StackKey], others: set[StackKey]) -> TrialTask | None:
         live = [k for k, q in self.queues.items() if q]
         if not live:
             return None
@@ -77,7 +70,5 @@ class Scheduler:
             if self.queues.get(key):
                 return self.queues[key].popleft()
         free = [k for k in live if k not in others]
-        if not free and self.steal_below is not None and busy >= self.steal_below:
-            return None  # the busy slots get to these pairs on the stacks they have
         key = free[0] if free else max(live, key=lambda k: len(self.queues[k]))
         return self.queues[key].popleft()

@@ -347,7 +347,8 @@ class ProcessRuntime(Runtime):
             for child in (self._proxy, self._service):
                 with contextlib.suppress(Exception):
                     child.kill()
-        self._kill_all([self._proxy, self._service])  # a user's workdir: stop gracefully
+        else:  # a user's workdir: stop gracefully
+            self._kill_all([self._proxy, self._service])
         self._finalizer.detach()
         if self._own_dir:
             shutil.rmtree(self.workdir, ignore_errors=True)
