@@ -228,6 +228,10 @@ class Child:
             with contextlib.suppress(ProcessLookupError):
                 os.killpg(self.proc.pid, signal.SIGKILL)
             self.proc.wait(timeout=5)
+        if self.serving_pid not in (None, self.proc.pid):
+            # A fork server's child dies with its group but is reaped by init, after the
+            # zygote: wait for its exit, or its ports may still listen when close returns.
+            _wait_exited(self.serving_pid, timeout=2.0)
         if self.proc.stdout:
             self.proc.stdout.close()
 
@@ -244,6 +248,20 @@ class Child:
                 self.proc.wait(timeout=3)
         if self.proc.stdout:
             self.proc.stdout.close()
+
+
+def _wait_exited(pid: int, timeout: float) -> None:
+    """Until `pid` has exited (gone, or a zombie whose files are closed) or `timeout`."""
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        try:
+            with open(f"/proc/{pid}/stat") as fh:
+                # The state follows the parenthesised command name, which may hold spaces.
+                if fh.read().rsplit(")", 1)[1].split()[0] in ("Z", "X"):
+                    return
+        except (FileNotFoundError, ProcessLookupError, IndexError):
+            return
+        time.sleep(0.002)
 
 
 def spawn(cmd: list[str], log: Path, capture_stdout: bool) -> subprocess.Popen[bytes]:
