@@ -7,6 +7,7 @@ import os
 import signal
 import socket
 import subprocess
+import sys
 import tempfile
 import time
 from concurrent.futures import Future
@@ -60,6 +61,22 @@ def test_close_leaves_no_process_or_port_and_is_idempotent() -> None:
     assert not workdir.exists()
     with pytest.raises(StackStartError):
         rt.start()
+
+
+def test_stack_processes_load_neither_gymnasium_nor_numpy() -> None:
+    """A service and its proxy never make an environment: the registration (and the
+    ~16 MiB per process of Gymnasium and NumPy) stays out of them."""
+    with ProcessRuntime("payments") as rt:
+        for pid in rt.process_pids():
+            maps = Path(f"/proc/{pid}/maps").read_text()
+            assert "/numpy/" not in maps, pid
+    probe = "import sys, undobench_gym as u; print(len(u.ENV_IDS), 'gymnasium' in sys.modules)"
+    env = {**os.environ, "UNDOBENCH_STACK_PROCESS": "1"}
+    out = subprocess.run([sys.executable, "-c", probe], env=env, capture_output=True, text=True)
+    assert out.stdout.split() == ["8", "True"], out.stderr  # ENV_IDS on demand imports it
+    probe = "import sys, undobench_gym.contract; print('gymnasium' in sys.modules)"
+    out = subprocess.run([sys.executable, "-c", probe], env=env, capture_output=True, text=True)
+    assert out.stdout.split() == ["False"], out.stderr
 
 
 def test_context_manager_closes_on_exceptions() -> None:

@@ -25,6 +25,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from .. import STACK_PROCESS_ENV
 from ..errors import StackStartError
 
 READY_TIMEOUT_S = 30.0
@@ -273,7 +274,7 @@ def spawn(cmd: list[str], log: Path, capture_stdout: bool) -> subprocess.Popen[b
             stderr=err,
             start_new_session=True,
             preexec_fn=_die_with_parent,
-            env={**os.environ, "PYTHONUNBUFFERED": "1"},
+            env={**os.environ, "PYTHONUNBUFFERED": "1", STACK_PROCESS_ENV: "1"},
         )
 
 
