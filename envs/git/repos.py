@@ -22,6 +22,9 @@ from .models import File, Ref
 
 MAX_MIRRORED_BYTES = 64 * 1024
 FULL_SHA = re.compile(r"[0-9a-f]{40}")
+SHA_PREFIX = re.compile(r"[0-9a-fA-F]{4,40}")
+#: A short ref name with no revision syntax in it (`^`, `~`, `:`, `@{`, spaces).
+_PLAIN_NAME = re.compile(r"[A-Za-z0-9_][A-Za-z0-9._/-]*")
 _MUTEXES: dict[str, threading.Lock] = {}
 _MUTEXES_GUARD = threading.Lock()
 
@@ -92,9 +95,28 @@ class Repo:
         commit, so `^{commit}` has nothing to peel); anything else asks git."""
         if rev.startswith("refs/heads/"):
             return self.read_ref(rev)
+        if self._branch_wins(rev):
+            tip = self.read_ref(f"refs/heads/{rev}")
+            if tip is not None:
+                return tip
         proc = self.git("rev-parse", "--verify", "--quiet", f"{rev}^{{commit}}", check=False)
         text = proc.stdout.decode().strip()
         return text if proc.returncode == 0 and len(text) == 40 else None
+
+    def _branch_wins(self, name: str) -> bool:
+        """Whether git's lookup of the short `name` would reach `refs/heads/<name>` first
+        (an agent names branches by their short names, and a rev-parse cost a process):
+        git tries `$GIT_DIR/<name>`, `refs/<name>` and `refs/tags/<name>` before it, and
+        a hex name may be an abbreviated object id. Anything else is left to git."""
+        if not _PLAIN_NAME.fullmatch(name) or SHA_PREFIX.fullmatch(name):
+            return False
+        if ".." in name or name.endswith((".lock", "/", ".")) or "//" in name:
+            return False
+        packed = self._packed_refs()
+        return not any(
+            (self.git_dir / ref).exists() or ref in packed
+            for ref in (name, f"refs/{name}", f"refs/tags/{name}")
+        )
 
     def branch_tip(self, branch: str) -> str | None:
         return self.resolve(f"refs/heads/{branch}")

@@ -133,6 +133,25 @@ def test_refs_read_from_files_agree_with_git(svc: ServiceClient) -> None:
         if ref.startswith("refs/heads/"):
             assert r.resolve(ref) == commit_id, ref
     assert r.resolve(tag) == _git_says(r, tag)[1]  # an annotated tag: peeled by git
+    # Short names are read from the branch's file only where git's lookup order reaches
+    # refs/heads/<name> first: a tag, a ref below refs/ or a file in .git of the same
+    # name, or a name that could be an abbreviated object id, is git's to resolve.
+    short = tag.removeprefix("refs/tags/")
+    other = r.read_ref("refs/heads/loose-only")
+    assert other is not None
+    r.git("update-ref", f"refs/heads/{short}", tip)  # a branch shadowed by the tag
+    r.git("update-ref", "refs/heads/heads/x", other)  # `heads/x` is refs/heads/x's name
+    r.git("update-ref", "refs/heads/x", tip)
+    r.git("update-ref", "refs/heads/HEAD", other)  # `HEAD` is .git/HEAD
+    r.git("update-ref", "refs/heads/beef", other)  # hex: git may read an object id
+    r.git("update-ref", "refs/heads/desc", other)
+    (r.git_dir / "desc").write_text("not a ref\n")  # a file in .git of the same name
+    shorts = ["main", "loose-only", short, "heads/x", "x", "HEAD", "beef", "desc", "absent"]
+    shorts += ["main~1", "main^", f"{tip[:12]}", "main/below", "@", "tags/" + short]
+    for rev in shorts:
+        assert r.resolve(rev) == _git_says(r, rev)[1], rev
+    assert r._branch_wins("main") and r._branch_wins("loose-only")
+    assert not any(r._branch_wins(rev) for rev in (short, "heads/x", "HEAD", "beef", "desc"))
     # for-each-ref's own listing: a commit ref is (name, commit, no tag object); an
     # annotated tag is (name, the commit it peels to, the tag object).
     fmt = "--format=%(refname) %(objecttype) %(objectname) %(*objectname)"
