@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import os
+import shutil
 import signal
 import socket
 import subprocess
@@ -57,7 +58,12 @@ def test_close_leaves_no_process_or_port_and_is_idempotent() -> None:
     while time.monotonic() < deadline and any(_alive(p) for p in pids):
         time.sleep(0.05)
     assert not any(_alive(p) for p in pids)
-    assert all(_port_free(p) for p in ports)
+    while time.monotonic() < deadline and not all(_port_free(p) for p in ports):
+        time.sleep(0.05)
+    busy = [p for p in ports if not _port_free(p)]
+    ss = ["ss", "-ltnpH"] if shutil.which("ss") else ["true"]
+    listeners = subprocess.run(ss, capture_output=True, text=True).stdout
+    assert not busy, f"ports {busy} still answer; listeners:\n{listeners}"
     assert not workdir.exists()
     with pytest.raises(StackStartError):
         rt.start()
