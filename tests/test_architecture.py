@@ -18,6 +18,7 @@ LAZY_ALLOWED = {
     ("undobench_gym.runtime", "undobench_gym.runtime.docker"): "the `docker` extra",
     ("undobench_gym.agents.factory", "undobench_gym.agents.mcp.specs"): "the `mcp` extra",
     ("undobench_gym.runner", "undobench_gym.evaluation.report"): "the `eval` extra",
+    ("undobench_gym", "undobench_gym.registration"): "ENV_IDS in a stack process (no Gymnasium)",
 }
 
 
