@@ -15,6 +15,7 @@ from mitmproxy import ctx
 from pydantic import BaseModel
 
 from undobench_gym.contract import EpisodeStart, FaultPlan
+from undobench_gym.quiet_server import QuietServer
 
 from .state import STATE, EpisodeState
 
@@ -91,7 +92,7 @@ class ControlServer:
             access_log=False,
             lifespan="off",
         )
-        self.server = uvicorn.Server(config)
+        self.server = QuietServer(config)
         self.thread = threading.Thread(
             target=self.server.run, name="undobench-control", daemon=True
         )

@@ -41,6 +41,7 @@ import uvicorn
 from sqlalchemy.orm import Session
 
 from undobench_gym.contract import CRASH_EXIT_CODE
+from undobench_gym.quiet_server import QuietServer
 
 from .. import DOMAIN_MODULES
 from .app import create_apps, reset_state
@@ -79,8 +80,8 @@ def _prepare(
     ctx = ServiceContext.open(domain, Path(args.data_dir))
     if args.seed is not None and not _seeded(ctx):
         reset_state(ctx, args.seed)  # a local spin (docker compose) starts with data
-    servers = [
-        uvicorn.Server(uvicorn.Config(app, log_level="warning", access_log=False, lifespan="off"))
+    servers: list[uvicorn.Server] = [
+        QuietServer(uvicorn.Config(app, log_level="warning", access_log=False, lifespan="off"))
         for app in create_apps(domain, ctx)
     ]
     return ctx, servers
