@@ -36,7 +36,7 @@ class QuietServer(uvicorn.Server):
     def should_exit(self, value: bool) -> None:
         self._exit = value
         loop, wake = self._loop, self._wake
-        if value and loop is not None and wake is not None and not loop.is_closed():
+        if value and loop is not None and wake is not None:
             with contextlib.suppress(RuntimeError):  # the loop closed meanwhile
                 loop.call_soon_threadsafe(wake.set)
 

@@ -17,14 +17,11 @@ from sqlalchemy import delete
 from sqlalchemy.orm import Session
 
 from .._service.lru import LruCache
-from .gitcli import GIT, GitError, git_env, run_git
+from .gitcli import GIT, SHA_RE, GitError, git_env, ref_name_problem, run_git
 from .models import File, Ref
 
 MAX_MIRRORED_BYTES = 64 * 1024
 FULL_SHA = re.compile(r"[0-9a-f]{40}")
-SHA_PREFIX = re.compile(r"[0-9a-fA-F]{4,40}")
-#: A short ref name with no revision syntax in it (`^`, `~`, `:`, `@{`, spaces).
-_PLAIN_NAME = re.compile(r"[A-Za-z0-9_][A-Za-z0-9._/-]*")
 _MUTEXES: dict[str, threading.Lock] = {}
 _MUTEXES_GUARD = threading.Lock()
 
@@ -108,9 +105,8 @@ class Repo:
         (an agent names branches by their short names, and a rev-parse cost a process):
         git tries `$GIT_DIR/<name>`, `refs/<name>` and `refs/tags/<name>` before it, and
         a hex name may be an abbreviated object id. Anything else is left to git."""
-        if not _PLAIN_NAME.fullmatch(name) or SHA_PREFIX.fullmatch(name):
-            return False
-        if ".." in name or name.endswith((".lock", "/", ".")) or "//" in name:
+        # A valid branch name holds no revision syntax (`^ ~ : @{ ..`) and is not `HEAD`.
+        if ref_name_problem(name) is not None or SHA_RE.fullmatch(name.lower()):
             return False
         packed = self._packed_refs()
         return not any(

@@ -92,11 +92,18 @@ SPAWNER = Spawner()
 def process_started(pid: int) -> str | None:
     """The kernel's start time of `pid` (None if it is gone): a pid plus its start time
     names one process, even after the pid is reused."""
+    fields = _stat_fields(pid)
+    return fields[19] if fields else None
+
+
+def _stat_fields(pid: int) -> list[str] | None:
+    """The fields of /proc/PID/stat after the command name (which may hold spaces and
+    parentheses), from the state on; None if the process is gone."""
     try:
         stat = Path(f"/proc/{pid}/stat").read_text()
     except OSError:
         return None
-    return stat.rsplit(")", 1)[1].split()[19]
+    return stat.rsplit(")", 1)[1].split()
 
 
 def remove_stale_workdirs(root: Path | None = None) -> int:
@@ -255,12 +262,8 @@ def _wait_exited(pid: int, timeout: float) -> None:
     """Until `pid` has exited (gone, or a zombie whose files are closed) or `timeout`."""
     deadline = time.monotonic() + timeout
     while time.monotonic() < deadline:
-        try:
-            with open(f"/proc/{pid}/stat") as fh:
-                # The state follows the parenthesised command name, which may hold spaces.
-                if fh.read().rsplit(")", 1)[1].split()[0] in ("Z", "X"):
-                    return
-        except (FileNotFoundError, ProcessLookupError, IndexError):
+        fields = _stat_fields(pid)
+        if not fields or fields[0] in ("Z", "X"):
             return
         time.sleep(0.002)
 
