@@ -7,31 +7,33 @@ OUT ?= runs/quickstart
 # The reliability fuzzers' depth in `make test` (CI); `make reliability` runs them at 1.
 UB_FUZZ_SCALE ?= 0.25
 
-.PHONY: setup serve-setup run test real-model reliability images lint typecheck bench clean
+.PHONY: setup serve-setup serve-python-setup run test real-model reliability images lint typecheck bench clean
 
-# llama.cpp is compiled from source once (about 11 min on 2 cores) into a wheel kept in
-# $(WHEELS), for x86-64-v3 (AVX2, FMA, F16C) rather than -march=native, so the kept wheel
-# runs on any machine of this kind. pip installs from there afterwards in seconds.
+# llama.cpp is compiled from source once, for x86-64-v3 (AVX2, FMA, F16C) rather than
+# -march=native, so what is kept runs on any machine of this kind: upstream `llama-server`
+# (about 8 min on 2 cores, kept in ~/.cache/undobench/llama-server-VERSION) and, for the
+# server comparison only, llama-cpp-python's wheel (about 11 min, kept in $(WHEELS)).
 WHEELS ?= $(HOME)/.cache/undobench/wheels
 LLAMA_CPP_VERSION := 0.3.36
 LLAMA_CMAKE := -DGGML_NATIVE=OFF -DGGML_AVX=ON -DGGML_AVX2=ON -DGGML_FMA=ON -DGGML_F16C=ON \
 	-DLLAMA_BUILD_TESTS=OFF -DLLAMA_BUILD_EXAMPLES=OFF
 SERVE_STAMP := $(VENV)/.serve-installed
+SERVE_PY_STAMP := $(VENV)/.serve-python-installed
 
-$(STAMP): pyproject.toml Makefile
-	$(PY) -m venv $(VENV)
-	$(BIN)/pip install --quiet --upgrade pip
-	$(BIN)/pip install --quiet -e '.[eval,dev,docker,llm,train,ray,mcp,rl]'
-	touch $(STAMP)
+$(SERVE_STAMP): $(STAMP) scripts/build_llama_server.sh
+	PY=$(BIN)/python scripts/build_llama_server.sh $(LLAMA_CPP_VERSION)
+	$(BIN)/pip install --quiet -e '.[serve]'
+	$(BIN)/undobench models verify
+	touch $@
 
-setup: $(STAMP)
-
-$(SERVE_STAMP): $(STAMP)
+$(SERVE_PY_STAMP): $(STAMP)
 	ls $(WHEELS)/llama_cpp_python-$(LLAMA_CPP_VERSION)-*.whl >/dev/null 2>&1 || \
 		CMAKE_ARGS="$(LLAMA_CMAKE)" CMAKE_BUILD_PARALLEL_LEVEL=$$(nproc) \
 		$(BIN)/pip wheel --quiet --no-deps -w $(WHEELS) llama-cpp-python==$(LLAMA_CPP_VERSION)
-	$(BIN)/pip install --quiet --find-links $(WHEELS) -e '.[serve]'
+	$(BIN)/pip install --quiet --find-links $(WHEELS) -e '.[serve-python]'
 	touch $@
+
+serve-python-setup: $(SERVE_PY_STAMP)
 
 serve-setup: $(SERVE_STAMP)
 
@@ -55,7 +57,8 @@ test: $(STAMP)
 	UB_FUZZ_SCALE=$(UB_FUZZ_SCALE) $(BIN)/python -m pytest -m "not gpu" -q \
 		$(addprefix --ignore=,$(PARALLEL_TESTS))
 
-# A real model in the loop (llama.cpp + SmolLM2 on the CPU): CI's real-model sweep.
+# A real model in the loop (llama-server + SmolLM2 and Qwen2.5-Coder-1.5B on the CPU): CI's
+# real-model sweep.
 real-model: $(SERVE_STAMP)
 	BIN=$(BIN) scripts/real_model_sweep.sh runs/real-model
 

@@ -106,7 +106,7 @@ def test_other_problems_are_clear(tmp_path: Path, capsys: pytest.CaptureFixture[
     with pytest.raises(UndoBenchError, match=r"\.toml, \.yaml or \.yml"):
         load_sweep(_write(tmp_path, "s.json", "{}"))
     bad = 'workflows = ["pay-charge-customer"]\nscenarios = ["nope"]\nmethods = ["bare"]\nseeds = 1'
-    with pytest.raises(UndoBenchError, match="has none of the scenarios"):
+    with pytest.raises(UndoBenchError, match="has no scenario matching nope"):
         load_sweep(_write(tmp_path, "sc.toml", bad)).expand()
     sweep = _write(tmp_path, "ok.toml", TOML)
     assert main(["run", "--sweep", str(sweep), "--method", "B0", "--out", str(tmp_path)]) == 2
@@ -228,3 +228,20 @@ def test_http_timeout_sets_what_a_timeout_fault_costs_and_nothing_else(tmp_path:
         )
         # at least one faulted call waited the client's timeout: 1.6 s less with 0.4 s
         assert record["wall_ms"] - short[pid]["wall_ms"] > 1200
+
+
+def test_boundaries_pick_each_workflows_scenarios_at_that_boundary(tmp_path: Path) -> None:
+    text = (
+        'workflows = ["pay-charge-customer", "db-transfer-funds"]\n'
+        'boundaries = ["POST_MUTATION_PRE_ACK"]\nmethods = ["bare"]\nseeds = 1'
+    )
+    trials = load_sweep(_write(tmp_path, "b.toml", text)).expand()
+    assert [(t.workflow.id, t.scenario.id) for t in trials] == [
+        ("pay-charge-customer", "lost-ack"),
+        ("pay-charge-customer", "ambiguous"),
+        ("db-transfer-funds", "during-mid-transfer"),
+        ("db-transfer-funds", "credit-lost-ack"),
+    ]
+    bad = text.replace("POST_MUTATION_PRE_ACK", "NOT_A_BOUNDARY")
+    with pytest.raises(UndoBenchError, match="boundaries"):
+        load_sweep(_write(tmp_path, "c.toml", bad))

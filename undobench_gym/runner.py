@@ -85,17 +85,22 @@ def expand(
     methods: list[str],
     seeds: list[int],
     agents: list[tuple[str | None, str | None]] | None = None,
+    boundaries: list[str] | None = None,
 ) -> list[TrialSpec]:
     """The deterministic trial list: workflow x scenario x method x seed (x agent, framework),
-    in that order."""
+    in that order. `boundaries` keeps the scenarios at those fault boundaries (scenario ids
+    differ between workflows; boundaries are the paper's factor)."""
     out = []
     for wid in workflows:
         wf = find_workflow(wid)
         chosen = wf.scenarios if not scenarios else [s for s in wf.scenarios if s.id in scenarios]
-        if scenarios and not chosen:
+        if boundaries:
+            chosen = [s for s in chosen if s.boundary.value in boundaries]
+        if (scenarios or boundaries) and not chosen:
+            wanted = ", ".join([*(scenarios or []), *(boundaries or [])])
             raise UndoBenchError(
-                f"workflow {wid} has none of the scenarios {scenarios}; "
-                f"it has {', '.join(s.id for s in wf.scenarios)}"
+                f"workflow {wid} has no scenario matching {wanted}; it has "
+                + ", ".join(f"{s.id} ({s.boundary.value})" for s in wf.scenarios)
             )
         for sc in chosen:
             for m in methods:
@@ -232,8 +237,10 @@ def run_sweep(
             f"{trials_path} already has trials: pass --resume to continue it, "
             "or choose another --out"
         )
-    # `local:MODEL` agents: a model server the sweep owns, for as long as the sweep runs.
-    with local_agents({t.agent or agent_spec for t in trials}) as served:
+    # `local:MODEL` agents: a model server the sweep owns, for as long as the sweep runs,
+    # with a slot for every episode in flight (workers x lanes).
+    in_flight = workers * (lanes or DEFAULT_LANES) if isinstance(executor, str) else executor.slots
+    with local_agents({t.agent or agent_spec for t in trials}, parallel=in_flight) as served:
         agent_spec = served.get(agent_spec, agent_spec)
         trials = [replace(t, agent=served.get(t.agent, t.agent)) if t.agent else t for t in trials]
         tasks, info = build_tasks(
@@ -262,6 +269,7 @@ def run_sweep(
                 todo=len(todo),
                 http_timeout=http_timeout,
                 shared_controls=any(t.share_control for t in tasks),
+                model_servers=served.servers,
             )
             written = replaced = 0
             try:

@@ -3,6 +3,7 @@
 ```toml
 split = "test"                 # or: workflows = ["pay-charge-customer", ...]
 scenarios = ["lost-ack"]       # optional; default every scenario of each workflow
+boundaries = ["POST_MUTATION_PRE_ACK"]  # optional; keep the scenarios at these boundaries
 methods = ["bare", "B0", "B2", "B2-K"]
 seeds = "1-20"                 # or a list: [1, 2, 5]
 agents = ["scripted"]          # or agent = "scripted"
@@ -34,8 +35,14 @@ from .errors import UndoBenchError
 from .executors import DEFAULT_MAX_STACKS, RetryPolicy
 from .runner import DEFAULT_TRIAL_TIMEOUT_S, TrialSpec, parse_seeds
 from .runner import expand as expand_factorial
+from .specs import Boundary
 
-_PLURAL = {"workflow": "workflows", "scenario": "scenarios", "method": "methods"}
+_PLURAL = {
+    "workflow": "workflows",
+    "scenario": "scenarios",
+    "boundary": "boundaries",
+    "method": "methods",
+}
 _PLURAL |= {"agent": "agents", "framework": "frameworks", "seed": "seeds"}
 
 
@@ -70,6 +77,7 @@ class SweepSpec(BaseModel):
     workflows: list[str] | None = None
     split: Literal["dev", "val", "test", "stress"] | None = None
     scenarios: list[str] | None = None
+    boundaries: list[Boundary] | None = None
     methods: list[str] = Field(min_length=1)
     seeds: list[int] = Field(min_length=1)
     agents: list[str] = Field(default_factory=lambda: ["scripted"], min_length=1)
@@ -91,7 +99,9 @@ class SweepSpec(BaseModel):
                 data[many] = data.pop(one)
         return data
 
-    @field_validator("workflows", "scenarios", "methods", "agents", "frameworks", mode="before")
+    @field_validator(
+        "workflows", "scenarios", "boundaries", "methods", "agents", "frameworks", mode="before"
+    )
     @classmethod
     def _lists(cls, value: Any) -> Any:
         return _listify(value)
@@ -153,8 +163,9 @@ class SweepSpec(BaseModel):
         agents: list[tuple[str | None, str | None]] = [
             (a, f) for a in self.agents for f in frameworks
         ]
+        boundaries = [b.value for b in self.boundaries] if self.boundaries else None
         return expand_factorial(
-            self.workflow_ids(), self.scenarios, self.methods, self.seeds, agents
+            self.workflow_ids(), self.scenarios, self.methods, self.seeds, agents, boundaries
         )
 
 

@@ -46,6 +46,8 @@ class Reply:
     prompt_tokens: int = 0
     completion_tokens: int = 0
     constrained: bool = False  # the server applied the request's response_schema
+    # prompt tokens the server took from its prefix cache (usage.prompt_tokens_details)
+    cached_tokens: int = 0
 
 
 @dataclass(frozen=True)
@@ -262,4 +264,11 @@ def _reply(choices: Any, usage: Any, *, constrained: bool, chunks: int | None = 
         prompt_tokens=usage.prompt_tokens if usage else 0,
         completion_tokens=usage.completion_tokens if usage else (chunks or 0),
         constrained=constrained,
+        cached_tokens=_cached_tokens(usage),
     )
+
+
+def _cached_tokens(usage: Any) -> int:
+    details = getattr(usage, "prompt_tokens_details", None) if usage else None
+    cached = getattr(details, "cached_tokens", None) if details else None
+    return int(cached) if isinstance(cached, int) else 0

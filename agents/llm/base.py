@@ -24,7 +24,7 @@ from .backends import (
     TransientProviderError,
 )
 from .context import estimate_tokens, fit
-from .prompt import loose_schema
+from .prompt import PROMPT_VERSION, loose_schema, prompt_digest
 
 ENV_PREFIX = "UNDOBENCH_LLM_"
 TOOL_CHOICES = ("auto", "required")
@@ -32,7 +32,14 @@ TOOL_RESULTS = ("tool", "user")
 # "... you requested 4352 tokens (4096 in the messages, 256 in the completion)" (OpenAI,
 # llama-cpp-python, vLLM word it alike)
 _COUNTED = re.compile(r"(\d+) in the messages")
-RECORDED = ("temperature", "max_tokens", "max_text_replies", "tool_choice", "tool_results")
+RECORDED = (
+    "temperature",
+    "max_tokens",
+    "max_text_replies",
+    "tool_choice",
+    "tool_results",
+    "text_tool_calls",
+)
 
 
 @dataclass(frozen=True)
@@ -61,6 +68,10 @@ class LLMConfig:
     context_tokens: int = 0
     # Stream replies (openai: backend), cut at max_tokens by the agent (1) or not (0)
     stream: int = 0
+    # F1: a reply whose whole content is one tool call written as JSON text (fenced or
+    # bare, or Hermes blocks the server did not parse) is read as that call (1) or as a
+    # text reply (0)
+    text_tool_calls: int = 1
 
     @classmethod
     def from_env(cls, environ: dict[str, str] | None = None) -> LLMConfig:
@@ -107,7 +118,8 @@ class LLMConfig:
 
     def record(self) -> dict[str, Any]:
         """What a trial records of the settings that change the agent's behaviour."""
-        return {f.name: getattr(self, f.name) for f in fields(self) if f.name in RECORDED}
+        recorded = {f.name: getattr(self, f.name) for f in fields(self) if f.name in RECORDED}
+        return recorded | {"prompt": f"{PROMPT_VERSION}:{prompt_digest()}"}
 
 
 def turn_seed(task_instance: str, turn: int) -> int:
@@ -133,6 +145,8 @@ STAT_KEYS = (
     "trimmed_messages",
     "compacted_tool_schemas",
     "context_refits",
+    "text_tool_calls",
+    "cached_prompt_tokens",
 )
 
 
@@ -302,4 +316,5 @@ class LLMAgent:
                 continue
             self.count("prompt_tokens", reply.prompt_tokens)
             self.count("completion_tokens", reply.completion_tokens)
+            self.count("cached_prompt_tokens", reply.cached_tokens)
             return reply

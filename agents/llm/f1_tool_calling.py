@@ -14,11 +14,14 @@ invalid-action observation (they are counted, never repaired).
 from __future__ import annotations
 
 import json
+from dataclasses import replace
 from typing import Any
 
 from undobench_gym.seeding import stable_id
 
+from .backends import Reply, ToolCallOut
 from .base import LLMAgent
+from .parsing import parse_text_tool_calls
 from .prompt import EXTRA_CALL_NOT_EXECUTED, NUDGE, SYSTEM_PROMPT, tool_result_message
 
 SUMMARY_LIMIT = 2000  # the finish tool's summary maxLength
@@ -40,6 +43,8 @@ class ToolCallingAgent(LLMAgent):
         text_replies = 0
         while True:
             reply = self.complete(tools=conv.tools, tool_choice=self.config.tool_choice)
+            if not reply.tool_calls and self.config.text_tool_calls:
+                reply = self._read_text_call(reply)
             if reply.tool_calls:
                 break
             text = (reply.content or "").strip()
@@ -80,6 +85,27 @@ class ToolCallingAgent(LLMAgent):
         self.count("actions")
         first_call = reply.tool_calls[0]
         return {"tool": first_call.name, "arguments": self._arguments(first_call.arguments)}
+
+    def _read_text_call(self, reply: Reply) -> Reply:
+        """A tool call the model wrote as text rather than in its template's tool-call
+        markup (Qwen2.5-Coder writes a fenced `{"name": ..., "arguments": ...}` instead of
+        `<tool_call>`, so the server returns it as content). Read as an agent framework
+        would (vLLM's and llama.cpp's parsers read the markup only), when the whole reply
+        is that call and it names an offered tool; counted in `text_tool_calls`."""
+        _content, calls = parse_text_tool_calls(reply.content or "")
+        offered = {t["function"]["name"] for t in self.conv.tools}
+        if not calls or any(c.name not in offered for c in calls):
+            return reply
+        self.count("text_tool_calls")
+        out = [
+            ToolCallOut(
+                stable_id("call", self.conv.task_instance, self.conv.turn, i, length=24),
+                c.name,
+                c.arguments,
+            )
+            for i, c in enumerate(calls)
+        ]
+        return replace(reply, content=None, tool_calls=out, finish_reason="tool_calls")
 
     def _answer_pending(self, observation: str) -> None:
         conv = self.conv

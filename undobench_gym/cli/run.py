@@ -17,6 +17,7 @@ FACTORIAL = (
     "workflows",
     "split",
     "scenarios",
+    "boundaries",
     "method",
     "seeds",
     "agent",
@@ -39,6 +40,11 @@ def add(sub: Any) -> None:
     r.add_argument("--split", choices=["dev", "val", "test", "stress"])
     r.add_argument("--scenarios", help="comma-separated scenario ids (default: all)")
     r.add_argument(
+        "--boundaries",
+        help="comma-separated fault boundaries, e.g. POST_MUTATION_PRE_ACK,PRE_MUTATION: keep "
+        "each workflow's scenarios at these (scenario ids differ between workflows)",
+    )
+    r.add_argument(
         "--method",
         default=None,
         help=", ".join(methods.METHODS) + " (comma-separated for several; default bare)",
@@ -47,8 +53,9 @@ def add(sub: Any) -> None:
     r.add_argument(
         "--agent",
         default=None,
-        help="scripted (default) | openai:MODEL@URL | local:smollm2 | local:gemma3-270m | "
-        "hf:PATH | vllm:MODEL | python:MODULE:CLASS (see docs/agents.md)",
+        help="scripted (default) | openai:MODEL@URL | local:MODEL (qwen2.5-coder-1.5b, "
+        "smollm2, gemma3-270m; see `undobench models`) | hf:PATH | vllm:MODEL | "
+        "python:MODULE:CLASS (see docs/agents.md)",
     )
     r.add_argument("--framework", default=None, help="agent framework label (F1|F2)")
     r.add_argument(

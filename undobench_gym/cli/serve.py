@@ -1,5 +1,7 @@
 """`undobench serve-model`: a real OpenAI-compatible model server on 127.0.0.1 (llama.cpp
-with a tiny model a package ships), in the foreground until Ctrl-C."""
+with a model a package ships), in the foreground until Ctrl-C or SIGTERM. A clean stop
+removes its work directory (`undobench-model-*`, with `model-server.log`); a server that
+died keeps it for reading."""
 
 from __future__ import annotations
 
@@ -19,10 +21,25 @@ def add(sub: Any) -> None:
         "print the --agent spec to run against it. Stops on Ctrl-C.",
     )
     s.add_argument(
-        "--model", default="smollm2", help="smollm2 (default), gemma3-270m, or PATH.gguf"
+        "--model",
+        default="smollm2",
+        help="smollm2 (default), gemma3-270m, qwen2.5-coder-1.5b (see `undobench models`), "
+        "or PATH.gguf",
+    )
+    s.add_argument(
+        "--server",
+        default="auto",
+        choices=["auto", "llama-server", "llama-cpp-python"],
+        help="llama.cpp's own llama-server (auto: when built) or llama-cpp-python's server",
+    )
+    s.add_argument(
+        "--parallel",
+        type=int,
+        default=1,
+        help="conversations served at once (llama-server slots; match the sweep's workers x lanes)",
     )
     s.add_argument("--port", type=int, default=0, help="port on 127.0.0.1 (default: a free one)")
-    s.add_argument("--context", type=int, default=4096, help="context window in tokens")
+    s.add_argument("--context", type=int, default=4096, help="context window per slot, in tokens")
     s.add_argument("--threads", type=int, default=None, help="CPU threads (default: all)")
     s.set_defaults(func=serve_model)
 
@@ -30,8 +47,19 @@ def add(sub: Any) -> None:
 def serve_model(args: argparse.Namespace) -> int:
     from ..agents.llm.model_server import LlamaServer, served_settings
 
-    server = LlamaServer(args.model, port=args.port, context=args.context, threads=args.threads)
-    print(f"starting {server.alias} ({server.gguf}) ...", file=sys.stderr, flush=True)
+    server = LlamaServer(
+        args.model,
+        port=args.port,
+        context=args.context,
+        threads=args.threads,
+        parallel=args.parallel,
+        kind=args.server,
+    )
+    print(
+        f"starting {server.alias} ({server.gguf}) on {server.kind} ...",
+        file=sys.stderr,
+        flush=True,
+    )
 
     def stop(_sig: int, _frame: FrameType | None) -> None:
         raise KeyboardInterrupt
@@ -46,7 +74,12 @@ def serve_model(args: argparse.Namespace) -> int:
         try:
             assert server.child.proc is not None
             server.child.proc.wait()
-            print(f"model server exited with {server.child.proc.returncode}", file=sys.stderr)
+            server.keep_log = True
+            print(
+                f"model server exited with {server.child.proc.returncode} "
+                f"(log kept: {server.child.log})",
+                file=sys.stderr,
+            )
             return 1
         except KeyboardInterrupt:
             print("stopping the model server", file=sys.stderr)

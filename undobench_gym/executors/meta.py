@@ -62,6 +62,7 @@ class RunMeta:
         todo: int,
         http_timeout: float | None = None,
         shared_controls: bool = False,
+        model_servers: dict[str, dict[str, object]] | None = None,
     ) -> None:
         try:
             previous = json.loads(self.path.read_text(encoding="utf-8"))
@@ -88,6 +89,9 @@ class RunMeta:
                 # A deterministic agent's pairs of one workflow, method and seed ran one
                 # control episode (records name it in `control_from`).
                 "shared_controls": shared_controls,
+                # `local:` agents: the model server the sweep ran (kind, build, model file,
+                # slots), so a result names what produced it
+                **({"model_servers": model_servers} if model_servers else {}),
             }
         )
         _write_atomic(self.path, self.data)

@@ -180,8 +180,9 @@ def free_port() -> int:
 
 def port_taken(log: Path) -> bool:
     """Whether a child failed because another process bound its port first."""
-    text = log_tail(log, lines=60)
-    return "address already in use" in text.lower() or "errno 98" in text.lower()
+    text = log_tail(log, lines=60).lower()
+    # Python servers say errno 98; llama-server says it could not bind its socket
+    return any(s in text for s in ("address already in use", "errno 98", "couldn't bind"))
 
 
 def log_tail(path: Path, lines: int = 30) -> str:
