@@ -12,7 +12,7 @@ from typing import Any
 from undobench_gym.errors import UndoBenchError
 
 from ..indicators import is_infra_error
-from . import tables
+from . import model_part, tables
 from .manifest import MANIFEST, build_manifest
 from .render import (
     MEASURED,
@@ -125,7 +125,9 @@ def render_study(
 ) -> dict[str, Any]:
     """Write `doc`, its figures (beside it, in a folder named after it) and the manifest;
     returns the manifest."""
-    loaded = {p.name: load_part(runs, p, html=p is study.main) for p in study.parts}
+    loaded = {
+        p.name: load_part(p.out(study_dir, runs), p, html=p is study.main) for p in study.parts
+    }
     main = loaded[study.main.name]
     if main is None:
         raise UndoBenchError(
@@ -134,7 +136,7 @@ def render_study(
     figures = doc.parent / doc.stem
     figures.mkdir(parents=True, exist_ok=True)
     for name in PLOTS:
-        shutil.copyfile(runs / main.part.name / name, figures / name)
+        shutil.copyfile(main.part.out(study_dir, runs) / name, figures / name)
     rel = doc.stem
     lines = _design(study, loaded, command)
     lines += _main_sections(main, rel)
@@ -145,6 +147,16 @@ def render_study(
             base = loaded[p.compare_with]
             if base is not None:
                 lines += _runtime_sections(run, base)
+    for p in study.parts:
+        run = loaded[p.name]
+        if p.role == "model" and run is not None:
+            notes = study_dir / f"{p.name}.md"
+            lines += model_part.section(
+                p.title,
+                run.pairs,
+                main.pairs,
+                notes.read_text(encoding="utf-8") if notes.is_file() else "",
+            )
     reading = study_dir / READING
     if reading.is_file():
         lines += ["", fill(reading.read_text(encoding="utf-8"), main).rstrip()]

@@ -75,9 +75,9 @@ def record_code(out: Path) -> None:
     path.write_text(json.dumps(seen, indent=2) + "\n", encoding="utf-8")
 
 
-def part_entry(study_dir: Path, runs: Path, name: str, sweep: str) -> dict[str, Any]:
-    trials = runs / name / "trials.jsonl"
-    code = runs / name / CODE_FILE
+def part_entry(study_dir: Path, out: Path, sweep: str) -> dict[str, Any]:
+    trials = out / "trials.jsonl"
+    code = out / CODE_FILE
     records = read_trials(trials)
     seeds = sorted({r["seed"] for r in records})
     return {
@@ -92,13 +92,30 @@ def part_entry(study_dir: Path, runs: Path, name: str, sweep: str) -> dict[str, 
     }
 
 
+def _servers(out: Path) -> list[Any]:
+    """The model servers (kind, build, model file, slots) the part's sessions ran."""
+    path = out / "run_meta.json"
+    meta = json.loads(path.read_text(encoding="utf-8")) if path.is_file() else {}
+    seen: list[Any] = []
+    for session in meta.get("sessions", []):
+        servers = session.get("model_servers")
+        if servers and servers not in seen:
+            seen.append(servers)
+    return seen
+
+
 def build_manifest(
     study: Study, study_dir: Path, runs: Path, reference: Path | None
 ) -> dict[str, Any]:
     parts = {
-        p.name: {"role": p.role, **part_entry(study_dir, runs, p.name, p.sweep)}
+        p.name: {
+            "role": p.role,
+            **part_entry(study_dir, p.out(study_dir, runs), p.sweep),
+            **({"settings": p.environment()} if p.environment() else {}),
+            **({"model_servers": _servers(p.out(study_dir, runs))} if p.role == "model" else {}),
+        }
         for p in study.parts
-        if (runs / p.name / "trials.jsonl").is_file()
+        if (p.out(study_dir, runs) / "trials.jsonl").is_file()
     }
     ref: dict[str, str] = {}
     if reference is not None and reference.is_dir():
@@ -120,7 +137,7 @@ def verify(manifest: dict[str, Any], runs: Path) -> list[str]:
     """What differs between the manifest's verdict digests and the runs under `runs`."""
     problems = []
     for name, entry in manifest["parts"].items():
-        if entry.get("role") == "smoke":
+        if entry.get("role") in ("smoke", "model"):
             continue  # a real model's sampling need not repeat: its digest is a record only
         trials = runs / name / "trials.jsonl"
         if not trials.is_file():

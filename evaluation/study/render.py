@@ -42,9 +42,9 @@ class PartRun:
     meta: dict[str, Any]
 
 
-def load_part(runs: Path, part: Part, *, html: bool) -> PartRun | None:
-    """The part's pairs and its reports (written afresh, as `undobench report` would)."""
-    out = runs / part.name
+def load_part(out: Path, part: Part, *, html: bool) -> PartRun | None:
+    """The part's pairs (from its run directory `out`) and its reports (written afresh, as
+    `undobench report` would)."""
     if not (out / "trials.jsonl").is_file():
         return None
     summary = write_reports(out, html=html)

@@ -2,8 +2,10 @@
 
 A part is one `undobench run --sweep` whose role says how the document uses it: `scripted`
 (the results: deterministic, rendered byte-identically from the same seeds), `runtime`
-(the same pairs on another runtime, compared pair by pair with a scripted part) and
-`smoke` (real language models at a small scale: a harness check, not a result).
+(the same pairs on another runtime, compared pair by pair with a scripted part), `smoke`
+(real language models at a small scale: a harness check, not a result) and `model` (a real
+language model's results: competence per workflow, then recovery beside the scripted agent
+and the paper; sampled, so not byte-identical on a re-run).
 """
 
 from __future__ import annotations
@@ -16,7 +18,7 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_valida
 
 from undobench_gym.errors import UndoBenchError
 
-Role = Literal["scripted", "runtime", "smoke"]
+Role = Literal["scripted", "runtime", "smoke", "model"]
 
 
 class Part(BaseModel):
@@ -30,6 +32,24 @@ class Part(BaseModel):
     compare_with: str | None = None
     #: extra `undobench run` flags that a sweep file cannot hold (e.g. --tool-choice)
     run_args: list[str] = Field(default_factory=list)
+    #: LLM agent settings for this part (UNDOBENCH_LLM_<KEY>, e.g. temperature = 0.7) and
+    #: the model server's (UNDOBENCH_MODEL_<KEY>: server, context), recorded in the manifest
+    llm: dict[str, str | int | float] = Field(default_factory=dict)
+    model_server: dict[str, str | int] = Field(default_factory=dict)
+    #: where the part's run lives, relative to the study folder, instead of under --runs:
+    #: a real model's trials are kept in the repository, so that a long part resumes on
+    #: another machine (`undobench study run` passes --resume)
+    runs_dir: str | None = None
+
+    def environment(self) -> dict[str, str]:
+        """The environment variables this part's sweep runs with."""
+        env = {f"UNDOBENCH_LLM_{k.upper()}": str(v) for k, v in self.llm.items()}
+        env |= {f"UNDOBENCH_MODEL_{k.upper()}": str(v) for k, v in self.model_server.items()}
+        return env
+
+    def out(self, study_dir: Path, runs: Path) -> Path:
+        """This part's run directory."""
+        return study_dir / self.runs_dir if self.runs_dir else runs / self.name
 
 
 class Study(BaseModel):

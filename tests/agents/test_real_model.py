@@ -103,22 +103,24 @@ def test_the_python_server_refuses_null_content_beside_tool_calls() -> None:
         assert ok.is_success
 
 
-@pytest.mark.parametrize("framework", ["F1", "F2"])
-def test_a_real_model_plays_an_episode_without_a_provider_error(
-    server: LlamaServer, env_for: Any, framework: str
+def test_a_real_model_plays_a_constrained_episode_without_a_provider_error(
+    server: LlamaServer, env_for: Any
 ) -> None:
-    a = agent(server, framework, tool_choice="required" if framework == "F2" else "auto")
-    episode = run_episode(env_for("payments"), a, seed=3, workflow=WF.id, fault=None, time_limit=90)
+    """F2 with JSON-schema constrained actions: every reply names a real tool. (SmolLM2's
+    chat template has no tools, so llama-server offers it none in F1: its F1 is covered by
+    Qwen below.)"""
+    a = agent(server, "F2", tool_choice="required")
+    episode = run_episode(
+        env_for("payments"), a, seed=3, workflow=WF.id, fault=None, time_limit=180
+    )
     assert episode["transcript"], "the model acted"
     stats = a.episode_stats
     assert stats["provider_errors"] == 0 and stats["requests"] >= 1
     assert stats["completion_tokens"] > 0
-    if framework == "F2":
-        # every reply was grammar-constrained: each action names a real tool
-        assert stats["unconstrained_replies"] == 0
-        names = {t["function"]["name"] for t in a.conv.tools}
-        first = episode["transcript"][0]["action"]
-        assert isinstance(first, dict) and first["tool"] in names
+    assert stats["unconstrained_replies"] == 0
+    names = {t["function"]["name"] for t in a.conv.tools}
+    first = episode["transcript"][0]["action"]
+    assert isinstance(first, dict) and first["tool"] in names
 
 
 def test_a_long_conversation_is_trimmed_to_the_context_window(

@@ -8,8 +8,11 @@ undobench study verify RUNS         # the runs' verdict digests against the mani
 from __future__ import annotations
 
 import argparse
+import contextlib
 import json
+import os
 import shlex
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -40,6 +43,11 @@ def add(sub: Any) -> None:
         if name == "run":
             c.add_argument("--parts", help="comma-separated part names (default: all)")
             c.add_argument("--quiet", action="store_true", help="no progress bars")
+            c.add_argument(
+                "--no-render",
+                action="store_true",
+                help="only run the parts (render later with `undobench study render`)",
+            )
         c.set_defaults(func=run if name == "run" else render)
     v = ss.add_parser("verify", help="check a copy (or a re-run) of the runs against the manifest")
     v.add_argument("runs", nargs="?", default=DEFAULT_RUNS)
@@ -77,7 +85,7 @@ def run(args: argparse.Namespace) -> int:
     for part in study.parts:
         if wanted is not None and part.name not in wanted:
             continue
-        out = Path(args.runs) / part.name
+        out = part.out(directory, Path(args.runs))
         print(f"study part {part.name} ({part.role}): {part.title} -> {out}", flush=True)
         argv = ["run", "--sweep", str(directory / part.sweep), "--out", str(out), "--no-report"]
         argv += part.run_args
@@ -87,11 +95,27 @@ def run(args: argparse.Namespace) -> int:
             argv.append("--quiet")
         out.mkdir(parents=True, exist_ok=True)
         record_code(out)
-        code = main(argv)
+        with _environment(part.environment()):
+            code = main(argv)
         if code:
             return code
         _check_infra(out)
-    return render(args)
+    return 0 if args.no_render else render(args)
+
+
+@contextlib.contextmanager
+def _environment(values: dict[str, str]) -> Iterator[None]:
+    """A part's LLM settings for the length of its sweep (the sweep's workers inherit them)."""
+    saved = {k: os.environ.get(k) for k in values}
+    os.environ.update(values)
+    try:
+        yield
+    finally:
+        for key, old in saved.items():
+            if old is None:
+                os.environ.pop(key, None)
+            else:
+                os.environ[key] = old
 
 
 #: a part with more of its pairs lost to infrastructure errors than this is not a result

@@ -1,0 +1,216 @@
+"""A real language model's part of the study: competence per workflow first, then recovery
+by method and by boundary beside the scripted agent and the paper, and the competence-
+recovery gap with a paired, task-clustered interval.
+
+Every rate comes from `metrics.rate` (the report's own code). A sampled model's pairs are
+replicates only across seeds *and* tasks, so intervals resample workflows (clusters); with
+fewer than MIN_CLUSTERS workflows in a cell no bootstrap is shown, only Wilson's interval
+over pairs, marked as such.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+from typing import Any
+
+import numpy as np
+
+from ..indicators import Pair, control_ok, exclusion, is_infra_error
+from ..metrics import BOOTSTRAP_RESAMPLES, BOOTSTRAP_SEED, rate
+from ..stats import cluster_bootstrap, ratio_diff, wilson
+from .tables import ci, num
+
+#: below this many workflows a task-clustered bootstrap is not an interval worth printing
+MIN_CLUSTERS = 5
+RECOVERY = ("control_rate", "crsr", "crsr_aware", "der", "uer")
+#: the paper's headline (its TEST split, B-methods pooled; reference data): control success
+#: among capable pairs and CRSR, as published and without RB-CLOUD-004's never-fired rows
+PAPER_HEADLINE = {"control_rate": 0.835, "crsr": 0.467, "crsr_adjusted": 0.408}
+
+
+def scored(p: Pair) -> bool:
+    """Counted by the recovery metrics: no infrastructure error, the fault happened as
+    planned and both episodes agreed up to it."""
+    return not is_infra_error(p) and exclusion(p) is None
+
+
+def _rate(pairs: list[Pair], metric: str) -> str:
+    r = rate(pairs, metric, condition=True)
+    if r["value"] is None:
+        return "-"
+    clusters = len({p["workflow"] for p in pairs})
+    if clusters >= MIN_CLUSTERS and r["bootstrap"] is not None:
+        return f"{num(r['value'])} {ci(r['bootstrap'])}"
+    return f"{num(r['value'])} {ci(r['wilson'])}w"
+
+
+def gap(pairs: list[Pair]) -> dict[str, Any]:
+    """control_rate - crsr over the scored pairs, with a task-clustered bootstrap of the
+    paired difference (both rates from the same pairs, resampled by workflow together)."""
+    use = [p for p in pairs if scored(p)]
+    by: dict[str, list[int]] = {}
+    for p in use:
+        row = by.setdefault(p["workflow"], [0, 0, 0, 0])
+        ok = control_ok(p)
+        row[0] += ok
+        row[1] += 1
+        row[2] += ok and bool(p["fault"]["success"])
+        row[3] += ok
+    values = np.array(list(by.values()), dtype=float).reshape(-1, 4)
+    if not len(values) or values[:, 3].sum() == 0:
+        return {"value": None, "interval": None, "clusters": len(by), "pairs": len(use)}
+    sums = values.sum(axis=0)
+    value = float(ratio_diff(sums))
+    interval = None
+    if len(by) >= MIN_CLUSTERS:
+        boot = cluster_bootstrap(
+            values, ratio_diff, resamples=BOOTSTRAP_RESAMPLES, seed=BOOTSTRAP_SEED
+        )
+        interval = boot.percentile
+    return {"value": round(value, 6), "interval": interval, "clusters": len(by), "pairs": len(use)}
+
+
+def _gap_text(pairs: list[Pair]) -> str:
+    g = gap(pairs)
+    if g["value"] is None:
+        return "-"
+    if g["interval"] is None:
+        return f"{num(g['value'])} (under {MIN_CLUSTERS} workflows: no interval)"
+    return f"{num(g['value'])} {ci(g['interval'])}"
+
+
+def competence(pairs: list[Pair]) -> list[str]:
+    """Control success per workflow and framework: what the model can do on a healthy
+    system (Wilson intervals over that workflow's pairs)."""
+    valid = [p for p in pairs if not is_infra_error(p)]
+    frameworks = sorted({str(p.get("framework")) for p in valid})
+    head = "| split | workflow | kind | " + " | ".join(frameworks) + " |"
+    lines = [head, "|---|---|---|" + "---|" * len(frameworks)]
+    rows: dict[tuple[str, str, str], dict[str, list[Pair]]] = {}
+    for p in valid:
+        key = (str(p.get("split")), p["workflow"], str(p.get("kind")))
+        rows.setdefault(key, {}).setdefault(str(p.get("framework")), []).append(p)
+    for (split, workflow, kind), cells in sorted(rows.items()):
+        texts = []
+        for f in frameworks:
+            cell = cells.get(f, [])
+            ok = sum(control_ok(p) for p in cell)
+            texts.append(f"{ok}/{len(cell)}" if cell else "-")
+        lines.append(f"| {split} | {workflow} | {kind} | " + " | ".join(texts) + " |")
+    totals = []
+    for f in frameworks:
+        cell = [p for p in valid if str(p.get("framework")) == f]
+        ok = sum(control_ok(p) for p in cell)
+        totals.append(f"**{ok}/{len(cell)}** {ci(wilson(ok, len(cell)))}w")
+    lines.append("| all | | | " + " | ".join(totals) + " |")
+    return lines
+
+
+def able_workflows(pairs: list[Pair]) -> list[str]:
+    """Workflows whose control succeeded at least once (any framework)."""
+    return sorted({p["workflow"] for p in pairs if not is_infra_error(p) and control_ok(p)})
+
+
+def recovery_by(pairs: list[Pair], key: str) -> list[str]:
+    """The recovery metrics by one factor (method, boundary, framework), with the gap."""
+    valid = [p for p in pairs if not is_infra_error(p)]
+    lines = [
+        f"| {key} | N | scored | control successes | " + " | ".join(RECOVERY) + " | gap |",
+        "|---|---|---|---|" + "---|" * (len(RECOVERY) + 1),
+    ]
+    groups: dict[str, list[Pair]] = {}
+    for p in valid:
+        groups.setdefault(str(p.get(key)), []).append(p)
+    for name, cell in [*sorted(groups.items()), ("all", valid)]:
+        n_scored = sum(scored(p) for p in cell)
+        ok = sum(control_ok(p) for p in cell)
+        row = [_rate(cell, m) for m in RECOVERY]
+        lines.append(
+            f"| {name} | {len(cell)} | {n_scored} | {ok} | "
+            + " | ".join(row)
+            + f" | {_gap_text(cell)} |"
+        )
+    return lines
+
+
+def beside_scripted(pairs: list[Pair], scripted: list[Pair], methods: Iterable[str]) -> list[str]:
+    """The model's figures beside the scripted agent's on the same workflows and methods,
+    and the paper's headline."""
+    workflows = {p["workflow"] for p in pairs}
+    lines = [
+        "| who | control_rate | crsr | crsr_aware | der | gap |",
+        "|---|---|---|---|---|---|",
+    ]
+    for label, group in (
+        ("Qwen2.5-Coder-1.5B (this part)", [p for p in pairs if not is_infra_error(p)]),
+        (
+            "scripted agent, same workflows and methods",
+            [
+                p
+                for p in scripted
+                if p["workflow"] in workflows
+                and p.get("method") in set(methods)
+                and not is_infra_error(p)
+            ],
+        ),
+    ):
+        if not group:
+            lines.append(f"| {label} | - | - | - | - | - |")
+            continue
+        row = [_rate(group, m) for m in ("control_rate", "crsr", "crsr_aware", "der")]
+        lines.append(f"| {label} | " + " | ".join(row) + f" | {_gap_text(group)} |")
+    h = PAPER_HEADLINE
+    lines.append(
+        f"| the paper (published; TEST, capable pairs) | {num(h['control_rate'])} | "
+        f"{num(h['crsr'])} ({num(h['crsr_adjusted'])} without RB-CLOUD-004's never-fired "
+        f"rows) | - | - | {num(h['control_rate'] - h['crsr'])} |"
+    )
+    return lines
+
+
+def section(title: str, pairs: list[Pair], scripted: list[Pair] | None, notes: str) -> list[str]:
+    """The markdown of one model part."""
+    valid = [p for p in pairs if not is_infra_error(p)]
+    infra = len(pairs) - len(valid)
+    n_scored = sum(scored(p) for p in valid)
+    ok = sum(control_ok(p) for p in valid)
+    prefix_diverged = sum(1 for p in valid if p.get("prefix_equivalent") is False)
+    methods = sorted({str(p.get("method")) for p in valid})
+    lines = [
+        "",
+        f"## A real model: {title}",
+        "",
+        f"{len(pairs)} pairs ({infra} infrastructure errors), {n_scored} scored (the fault "
+        f"happened as planned and both episodes agreed up to it), {ok} control successes; "
+        f"{prefix_diverged} pairs whose control and fault episodes diverged before the fault "
+        "(sampling on a server that batches and caches prompts is not bit-reproducible: "
+        "docs/agents.md). Rates: value [95 % task-clustered bootstrap]; `w` marks a Wilson "
+        f"interval over pairs where fewer than {MIN_CLUSTERS} workflows make a cell. Gap = "
+        "control_rate - crsr over the scored pairs, bootstrapped as a paired difference.",
+        "",
+        "### Competence: control successes per workflow",
+        "",
+        *competence(pairs),
+        "",
+        "### Recovery by method",
+        "",
+        *recovery_by(pairs, "method"),
+        "",
+        "### Recovery by boundary",
+        "",
+        *recovery_by(pairs, "boundary"),
+        "",
+        "### Recovery by framework",
+        "",
+        *recovery_by(pairs, "framework"),
+    ]
+    if scripted is not None:
+        lines += [
+            "",
+            "### Beside the scripted agent and the paper",
+            "",
+            *beside_scripted(pairs, scripted, methods),
+        ]
+    if notes:
+        lines += ["", notes.strip()]
+    return lines
