@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import hashlib
 import json
+import re
 from typing import Any
 
 SYSTEM_PROMPT = (
@@ -115,15 +116,31 @@ STRING_LIMIT = 512
 _DROPPED = {"pattern", "format"}
 
 
+#: A pattern that only lists literal words, `^(usd|eur|gbp)$`: the API's own enumeration.
+_ALTERNATION = re.compile(r"\^\(?((?:[A-Za-z0-9_-]|\\\.)+(?:\|(?:[A-Za-z0-9_-]|\\\.)+)*)\)?\$")
+
+
+def pattern_enum(pattern: str) -> list[str] | None:
+    """The values a pattern of literal alternatives allows (`^(usd|eur|gbp)$` -> usd, eur,
+    gbp), or None for any other pattern."""
+    m = _ALTERNATION.fullmatch(pattern)
+    return [v.replace("\\.", ".") for v in m.group(1).split("|")] if m else None
+
+
 def loose_schema(node: Any) -> Any:
     """A JSON schema as the model is offered it: no pattern or format, and every string
-    capped at STRING_LIMIT characters (types, enums, required fields, nesting stay)."""
+    capped at STRING_LIMIT characters (types, enums, required fields, nesting stay). A
+    pattern that only lists literal values becomes that `enum`: the model is told the
+    values the service takes (`usd`, not `USD`), and an enum is a cheap grammar."""
     if isinstance(node, dict):
         out = {
             k: loose_schema(v)
             for k, v in node.items()
             if not (k in _DROPPED and isinstance(v, str))
         }
+        values = pattern_enum(node["pattern"]) if isinstance(node.get("pattern"), str) else None
+        if values and "enum" not in out:
+            out["enum"] = values
         if out.get("type") == "string" and "enum" not in out and "const" not in out:
             limit = out.get("maxLength")
             out["maxLength"] = min(limit, STRING_LIMIT) if isinstance(limit, int) else STRING_LIMIT

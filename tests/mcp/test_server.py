@@ -49,7 +49,7 @@ def wait_for(path: Path, proc: subprocess.Popen[bytes], timeout: float = 60) -> 
 @pytest.fixture()
 def http_server(tmp_path: Path) -> Iterator[tuple[dict[str, str], subprocess.Popen[bytes]]]:
     control = tmp_path / "control.json"
-    args = [*BASE, "--transport", "http", "--control-file", str(control)]
+    args = [*BASE, "--transport", "http", "--control-file", str(control), "--no-episode"]
     proc = subprocess.Popen([sys.executable, *args], stderr=subprocess.DEVNULL)
     try:
         yield wait_for(control, proc), proc
@@ -178,3 +178,32 @@ def test_no_episode_no_step(http_server: Any) -> None:
     names, result = anyio.run(run)
     assert names == []
     assert result.isError and text(result)["error"]["type"] == "episode"
+
+
+def test_a_desktop_client_sees_the_tools_with_no_option_given(tmp_path: Path) -> None:
+    """`undobench mcp --domain payments` alone serves a default episode (the domain's first
+    TEST workflow, seed 1, no fault): the tools with their hints, a read, and `finish`."""
+    params = StdioServerParameters(
+        command=sys.executable, args=["-m", "undobench_gym.cli", "mcp", "--domain", "payments"]
+    )
+    wf = find_workflow("pay-split-payout")
+
+    async def run() -> tuple[list[Any], Any, Any]:
+        with open(tmp_path / "stderr.log", "w") as errlog:
+            async with (
+                stdio_client(params, errlog=errlog) as (read, write),
+                ClientSession(read, write) as session,
+            ):
+                await session.initialize()
+                tools = (await session.list_tools()).tools
+                reads = [t for t in tools if t.annotations and t.annotations.readOnlyHint]
+                read_result = await session.call_tool(reads[0].name, {})
+                done = await session.call_tool("finish", {"status": "gave_up", "summary": "x"})
+        return tools, read_result, done
+
+    tools, read_result, done = anyio.run(run)
+    assert sorted(t.name for t in tools) == sorted([*wf.tools, "finish"])
+    # a read without its arguments is the env's own invalid-action answer, not a crash
+    assert json.loads(read_result.content[0].text)
+    assert json.loads(done.content[0].text) == {"finished": True}
+    assert "pay-split-payout seed 1" in (tmp_path / "stderr.log").read_text()

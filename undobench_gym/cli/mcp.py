@@ -20,9 +20,11 @@ def add(sub: Any) -> None:
         help="serve an env's tools over MCP (stdio or streamable HTTP)",
         description="Serve the tools of one domain over the Model Context Protocol: each "
         "tools/call is one env step through the fault proxy. Episodes are started and "
-        "ended by the harness, never by the agent: with --seed (and --fault) at start-up, "
-        "or through the control endpoint printed on stderr (POST /reset, POST /finish, "
-        "GET /episode). Everything listens on 127.0.0.1 only.",
+        "ended by the harness, never by the agent: at start-up (with no option, the "
+        "domain's first TEST workflow, seed 1, no fault, so that an MCP client sees the "
+        "tools at once; --seed, --workflow and --fault choose another; --no-episode starts "
+        "none), or through the control endpoint printed on stderr (POST /reset, POST "
+        "/finish, GET /episode). Everything listens on 127.0.0.1 only.",
     )
     m.add_argument("--domain", required=True, help="e.g. payments (or Payments)")
     m.add_argument("--workflow", default=None, help="workflow id (default: drawn per seed)")
@@ -46,12 +48,30 @@ def add(sub: Any) -> None:
     m.add_argument("--seed", type=int, default=None, help="start an episode with this seed")
     m.add_argument("--fault", default=None, help="with --seed: the fault scenario id")
     m.add_argument(
+        "--no-episode",
+        action="store_true",
+        help="start no episode: a harness starts them through the control endpoint",
+    )
+    m.add_argument(
         "--record",
         default=None,
         metavar="PATH",
         help="on exit, end the episode and write its verdict and record here as JSON",
     )
     m.set_defaults(func=serve_mcp)
+
+
+def default_workflow(domain: str) -> str:
+    """The episode an MCP client gets with no option: the domain's first TEST workflow
+    (its first workflow of any split where it has none in TEST)."""
+    from ..catalog import all_workflows
+    from ..errors import UndoBenchError
+
+    ids = [w.id for w in all_workflows("test") if w.domain == domain]
+    ids = ids or [w.id for w in all_workflows(None) if w.domain == domain]
+    if not ids:
+        raise UndoBenchError(f"no workflow for domain {domain!r}")
+    return ids[0]
 
 
 def _log(message: str) -> None:
@@ -69,6 +89,12 @@ def serve_mcp(args: argparse.Namespace) -> int:
 
     if args.fault is not None and args.seed is None:
         raise UndoBenchError("--fault needs --seed (or use POST /reset on the control endpoint)")
+    if args.no_episode and args.seed is not None:
+        raise UndoBenchError("--no-episode and --seed contradict each other")
+    workflow = args.workflow
+    if args.seed is None and not args.no_episode:
+        workflow = workflow or default_workflow(args.domain.lower())
+        args.seed = 1
     methods.method(args.method)  # a clear error for an unknown method, before any stack
     env = UndoBenchEnv(
         args.domain.lower(),
@@ -87,7 +113,8 @@ def serve_mcp(args: argparse.Namespace) -> int:
     try:
         with ControlServer(host, args.control_port) as control:
             if args.seed is not None:
-                host.reset(args.seed, fault=args.fault)
+                host.reset(args.seed, fault=args.fault, workflow=workflow)
+                _log(f"episode: {workflow or 'drawn'} seed {args.seed} fault {args.fault}")
             http = HttpServer(server, args.port).start() if args.transport == "http" else None
             # Announced once both endpoints accept connections.
             urls = {"control": control.url, "mcp": http.url if http else "stdio"}

@@ -10,6 +10,7 @@ from typing import Any
 
 from ..agents import methods
 from ..errors import UndoBenchError
+from ..extras import missing
 from .summary import print_summary
 
 #: The flags that give the factorial; a sweep file gives it instead.
@@ -177,6 +178,9 @@ def run(args: argparse.Namespace) -> int:
     if args.tool_choice:  # read by the agents in every worker, like the other LLM settings
         os.environ["UNDOBENCH_LLM_TOOL_CHOICE"] = args.tool_choice
     out = Path(args.out)
+    # Without the eval extra the sweep still runs and records its trials; the report is
+    # written wherever the extra is installed (`undobench report OUT`).
+    absent = missing("eval") if not args.no_report else []
     summary = run_sweep(
         spec.expand(),
         agent_spec=spec.agents[0],
@@ -185,12 +189,19 @@ def run(args: argparse.Namespace) -> int:
         resume=args.resume,
         max_steps=spec.max_steps,
         progress=not args.quiet and sys.stderr.isatty(),
-        report=not args.no_report,
+        report=not args.no_report and not absent,
         share_controls=not args.own_controls,
         **({"http_timeout": args.http_timeout} if args.http_timeout is not None else {}),
         **execution,
     )
-    if args.no_report:
+    if absent:
+        print(f"recorded {out / 'trials.jsonl'}")
+        print(
+            f"undobench: the report needs the 'eval' extra (missing: {', '.join(absent)}): "
+            f"pip install 'undobench-gym[eval]', then undobench report {out}",
+            file=sys.stderr,
+        )
+    elif args.no_report:
         print(f"recorded {out / 'trials.jsonl'}; reports: undobench report {out}")
     else:
         print_summary(summary, out)
