@@ -92,6 +92,14 @@ def part_entry(study_dir: Path, out: Path, sweep: str) -> dict[str, Any]:
     }
 
 
+def _model_entry(out: Path) -> dict[str, Any]:
+    """A model part's provenance: the servers it ran and the agent settings and prompt
+    digests its trials record (`agent_config`)."""
+    configs = [r.get("agent_config") or {} for r in read_trials(out / "trials.jsonl")]
+    settings = sorted({json.dumps(c, sort_keys=True) for c in configs})
+    return {"model_servers": _servers(out), "agent_configs": [json.loads(c) for c in settings]}
+
+
 def _servers(out: Path) -> list[Any]:
     """The model servers (kind, build, model file, slots) the part's sessions ran."""
     path = out / "run_meta.json"
@@ -112,7 +120,7 @@ def build_manifest(
             "role": p.role,
             **part_entry(study_dir, p.out(study_dir, runs), p.sweep),
             **({"settings": p.environment()} if p.environment() else {}),
-            **({"model_servers": _servers(p.out(study_dir, runs))} if p.role == "model" else {}),
+            **(_model_entry(p.out(study_dir, runs)) if p.role == "model" else {}),
         }
         for p in study.parts
         if (p.out(study_dir, runs) / "trials.jsonl").is_file()
