@@ -137,8 +137,8 @@ def servers(args: argparse.Namespace) -> None:
     flags = [
         "--workflows",
         args.workflows,
-        "--boundaries",
-        "POST_MUTATION_PRE_ACK",
+        "--scenarios",
+        "lost-ack",
         "--method",
         "bare",
         "--seeds",
