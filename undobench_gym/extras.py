@@ -1,8 +1,9 @@
 """Optional extras that a command needs, checked before it starts work.
 
 The core install is what a stack runs and what a `gym.make` loop needs; reports (intervals,
-tests, plots, report.html) need the `eval` extra. A sweep checks for it before its first
-pair, so a missing package stops it in a second instead of after hours of recorded trials.
+tests, plots, report.html) need the `eval` extra. `undobench run` without it records the
+trials and says what the report needs; `run_sweep(report=True)` checks before its first
+pair, so a library caller learns it in a second instead of after hours of recorded trials.
 """
 
 from __future__ import annotations
