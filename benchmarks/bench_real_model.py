@@ -22,7 +22,6 @@ import os
 import statistics
 import subprocess
 import sys
-import threading
 import time
 from pathlib import Path
 from typing import Any
@@ -205,5 +204,4 @@ def main() -> None:
 
 
 if __name__ == "__main__":
-    threading.current_thread().name = "bench"
     main()

