@@ -20,6 +20,14 @@ LLAMA_CMAKE := -DGGML_NATIVE=OFF -DGGML_AVX=ON -DGGML_AVX2=ON -DGGML_FMA=ON -DGG
 SERVE_STAMP := $(VENV)/.serve-installed
 SERVE_PY_STAMP := $(VENV)/.serve-python-installed
 
+$(STAMP): pyproject.toml Makefile
+	$(PY) -m venv $(VENV)
+	$(BIN)/pip install --quiet --upgrade pip
+	$(BIN)/pip install --quiet -e '.[eval,dev,docker,llm,train,ray,mcp,rl]'
+	touch $(STAMP)
+
+setup: $(STAMP)
+
 $(SERVE_STAMP): $(STAMP) scripts/build_llama_server.sh
 	PY=$(BIN)/python scripts/build_llama_server.sh $(LLAMA_CPP_VERSION)
 	$(BIN)/pip install --quiet -e '.[serve]'
