@@ -13,7 +13,10 @@ When no pair records `fault_outcome` (imported reference rows, older runs) condi
 does not apply: the recovery metrics are over all pairs and `conditioning.reason` says so.
 
 Intervals: Wilson (statsmodels); a bootstrap that resamples whole tasks (workflows), since
-the pairs of one task are not independent, with percentile and BCa intervals (stats.py).
+the pairs of one task are not independent, with percentile and BCa intervals (stats.py),
+computed only over MIN_CLUSTERS or more workflows (`bootstrap_reason` says why not).
+`effective` is the rate's effective N beside its N: clusters, cells, distinct outcomes and
+the independent units (cells when the seeds only copy each other: units.py).
 """
 
 from __future__ import annotations
@@ -43,7 +46,8 @@ from .indicators import (
     is_infra_error,
 )
 from .pass_k import CELL_KEYS, pass_k
-from .stats import cluster_bootstrap, ratio, wilson
+from .stats import cluster_bootstrap, ratio, too_few_clusters, wilson
+from .units import effective, shared_cells
 
 #: Public names, including those defined in indicators.py and pass_k.py (kept importable
 #: from here: this module was their home).
@@ -62,6 +66,7 @@ __all__ = [
     "Indicator",
     "Pair",
     "bootstrap",
+    "clusters",
     "conditioning",
     "conditioning_applies",
     "exclusion",
@@ -101,7 +106,8 @@ def shared_flags() -> Iterator[None]:
     """Compute each pair's indicator flags once inside the block (see `_MEMO`)."""
     token, boot = _MEMO.set({}), _BOOT_MEMO.set({})
     try:
-        yield
+        with shared_cells():
+            yield
     finally:
         _MEMO.reset(token)
         _BOOT_MEMO.reset(boot)
@@ -158,17 +164,20 @@ def _flags(
 
 
 def _cluster_values(pairs: list[Pair], flags: list[tuple[int, int]]) -> np.ndarray:
-    """(num, den) per task; per pair when there is a single task (a one-cluster bootstrap
-    would say nothing)."""
+    """(num, den) per task (workflow). Never per pair: the pairs of one task are not
+    independent, and below MIN_CLUSTERS tasks no interval is computed at all."""
     rows = np.array(flags, dtype=float).reshape(-1, 2)
-    tasks = [str(p["workflow"]) for p in pairs]
-    keys = sorted(set(tasks))
-    if len(keys) < 2:
-        return rows
-    index = np.array([keys.index(t) for t in tasks])
+    keys = sorted({str(p["workflow"]) for p in pairs})
+    where = {k: i for i, k in enumerate(keys)}
+    index = np.array([where[str(p["workflow"])] for p in pairs])
     out = np.zeros((len(keys), 2))
     np.add.at(out, index, rows)
     return out
+
+
+def clusters(pairs: list[Pair], flags: list[tuple[int, int]]) -> int:
+    """Workflows with at least one pair in the denominator."""
+    return len({str(p["workflow"]) for p, (_, d) in zip(pairs, flags, strict=True) if d > 0})
 
 
 def intervals(
@@ -179,21 +188,35 @@ def intervals(
     flags: tuple[list[tuple[int, int]], dict[str, int]] | None = None,
     condition: bool | None = None,
 ) -> dict[str, Any]:
-    """bootstrap (percentile), bca and empty_resamples of one rate over `pairs`."""
-    none = {"bootstrap": None, "bca": None, "empty_resamples": None}
+    """bootstrap (percentile), bca, empty_resamples and bootstrap_reason of one rate over
+    `pairs`; no interval (and the reason) from fewer than MIN_CLUSTERS workflows."""
+    none: dict[str, Any] = {
+        "bootstrap": None,
+        "bca": None,
+        "empty_resamples": None,
+        "bootstrap_reason": None,
+    }
     if flags is None:
         cond = conditioning_applies(pairs) if condition is None else condition
         flags = _flags(pairs, metric, cond)
     per_pair, missing = flags
     if not pairs or missing or not any(d for _, d in per_pair):
         return none
+    few = too_few_clusters(clusters(pairs, per_pair))
+    if few is not None:
+        return {**none, "bootstrap_reason": few}
     values = _cluster_values(pairs, per_pair)
     memo = _BOOT_MEMO.get()
     key = (values.shape, values.tobytes(), resamples, seed)
     if memo is not None and key in memo:
         return _copied(memo[key])
     res = cluster_bootstrap(values, ratio, resamples=resamples, seed=seed)
-    out = {"bootstrap": res.percentile, "bca": res.bca, "empty_resamples": res.empty}
+    out = {
+        "bootstrap": res.percentile,
+        "bca": res.bca,
+        "empty_resamples": res.empty,
+        "bootstrap_reason": None,
+    }
     if memo is not None:
         memo[key] = out
     return _copied(out)
@@ -207,7 +230,8 @@ def _copied(result: dict[str, Any]) -> dict[str, Any]:
 def bootstrap(
     pairs: list[Pair], metric: str, resamples: int = BOOTSTRAP_RESAMPLES, seed: int = BOOTSTRAP_SEED
 ) -> list[float] | None:
-    """The task-clustered percentile interval (kept as a function: tests and users call it)."""
+    """The task-clustered percentile interval (kept as a function: tests and users call it);
+    None from fewer than MIN_CLUSTERS workflows."""
     result: list[float] | None = intervals(pairs, metric, resamples, seed)["bootstrap"]
     return result
 
@@ -234,9 +258,11 @@ def rate(pairs: list[Pair], metric: str, condition: bool | None = None) -> dict[
         "wilson": wilson(num, den) if value is not None else None,
     }
     if value is None:
-        out.update(bootstrap=None, bca=None, empty_resamples=None)
+        out.update(bootstrap=None, bca=None, empty_resamples=None, bootstrap_reason=None)
+        out["effective"] = None
     else:
         out.update(intervals(pairs, metric, flags=computed))
+        out["effective"] = effective(pairs, flags)
     out.update(unsupported=unsupported, reason=reason)
     return out
 

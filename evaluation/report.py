@@ -23,11 +23,23 @@ from .html import write_html
 from .indicators import CONDITIONED, EXCLUSION_REASONS, INDICATORS, Pair, is_infra_error
 from .metrics import SENSITIVITY_METRICS, rate
 from .plots import write_plots
+from .report_sections import (
+    boot_text,
+    cell_text,
+    ci_text,
+    contrast_lines,
+    pass_k_lines,
+    sensitivity_lines,
+    tost_lines,
+)
 from .run_meta import META_FILE, retry_counts
 from .schedules import fault_lines
 from .summary import TOST_MARGIN, coin, mechanism, summarize
+from .units import effective_text
 
 COLUMNS = ("N", "D", "F", "C", *INDICATORS)
+#: a rate's effective N (units.py), as summary.csv columns `effective.<key>`
+EFFECTIVE = ("clusters", "cells", "distinct_outcomes", "deterministic", "unit", "units")
 EXTRA_COLUMNS = (
     "as_planned",
     *(f"excluded.{r}" for r in EXCLUSION_REASONS),
@@ -50,6 +62,8 @@ LONG_COLUMNS = (
     "bca_hi",
     "empty_resamples",
     "reason",
+    "bootstrap_reason",
+    *(f"effective.{k}" for k in EFFECTIVE),
 )
 HEADLINE = (
     "control_rate",
@@ -66,7 +80,6 @@ HEADLINE = (
 )
 #: Shown as planned and over all pairs side by side in the conditioning table.
 SIDE_BY_SIDE = ("rsr", "crsr", "crsr_aware", "der", "uer", "abstention_rate")
-PASS_K_SHOWN = (1, 2, 3, 5, 10, 20)
 CROSS = ("control_rate", "crsr", "crsr_aware", "der", "uer")
 CROSS_KEYS: dict[str, Callable[[Pair], Any]] = {
     "model": lambda p: p.get("model"),
@@ -74,24 +87,6 @@ CROSS_KEYS: dict[str, Callable[[Pair], Any]] = {
     "mechanism": mechanism,
     "coin": coin,
 }
-
-
-def _num(value: Any) -> str:
-    return "null" if value is None else f"{value:.3f}"
-
-
-def _cell(value: Any) -> str:
-    if isinstance(value, dict):
-        return _num(value["value"])
-    return "null" if value is None else str(value)
-
-
-def _ci(ci: list[float] | None) -> str:
-    return "-" if ci is None else f"[{ci[0]:.3f}, {ci[1]:.3f}]"
-
-
-def _p(p: float | None) -> str:
-    return "-" if p is None else f"{p:.4g}"
 
 
 def _rows(summary: dict[str, Any]) -> list[tuple[str, str, dict[str, Any]]]:
@@ -108,10 +103,10 @@ def _other(excluded: dict[str, Any]) -> int:
 def _extra(m: dict[str, Any]) -> list[str]:
     ex = m["excluded"]
     return [
-        _cell(m["conditioning"]["as_planned"]),
-        *(_cell(ex.get(r)) for r in EXCLUSION_REASONS),
+        cell_text(m["conditioning"]["as_planned"]),
+        *(cell_text(ex.get(r)) for r in EXCLUSION_REASONS),
         str(_other(ex)),
-        *(_cell(m["unconditioned"][k]) for k in CONDITIONED),
+        *(cell_text(m["unconditioned"][k]) for k in CONDITIONED),
     ]
 
 
@@ -120,7 +115,8 @@ def _long(group: str, name: str, metric: str, scope: str, r: dict[str, Any]) -> 
     return (
         [group, name, metric, scope, r["value"], r["num"], r["den"]]
         + [x for ci in cis for x in ci]
-        + [r.get("empty_resamples"), r.get("reason")]
+        + [r.get("empty_resamples"), r.get("reason"), r.get("bootstrap_reason")]
+        + [(r.get("effective") or {}).get(k) for k in EFFECTIVE]
     )
 
 
@@ -129,7 +125,7 @@ def _write_csvs(out: Path, summary: dict[str, Any]) -> None:
         w = csv.writer(fh)
         w.writerow(["group", "value", *COLUMNS, *EXTRA_COLUMNS])
         for group, name, m in _rows(summary):
-            w.writerow([group, name, *(_cell(m[c]) for c in COLUMNS), *_extra(m)])
+            w.writerow([group, name, *(cell_text(m[c]) for c in COLUMNS), *_extra(m)])
     with (out / "summary.csv").open("w", newline="") as fh:
         w = csv.writer(fh)
         w.writerow(LONG_COLUMNS)
@@ -156,22 +152,24 @@ def _cross(pairs: list[Pair], key: str, condition: bool) -> list[str]:
         if value is not None:
             cells.setdefault((str(p.get("method")), str(value)), []).append(p)
     lines = [
-        f"| method | {key} | metric | value | num/den | Wilson | cluster bootstrap | BCa |",
-        "|---|---|---|---|---|---|---|---|",
+        f"| method | {key} | metric | value | num/den | Wilson | cluster bootstrap | BCa "
+        "| effective N |",
+        "|---|---|---|---|---|---|---|---|---|",
     ]
     for (method, value), cell in sorted(cells.items()):
         for metric in CROSS:
             r = rate(cell, metric, condition=condition)
             lines.append(
-                f"| {method} | {value} | {metric} | {_cell(r)} | {r['num']}/{r['den']} "
-                f"| {_ci(r['wilson'])} | {_ci(r['bootstrap'])} | {_ci(r['bca'])} |"
+                f"| {method} | {value} | {metric} | {cell_text(r)} | {r['num']}/{r['den']} "
+                f"| {ci_text(r['wilson'])} | {boot_text(r)} | {boot_text(r, 'bca')} "
+                f"| {effective_text(r['effective'])} |"
             )
     return lines
 
 
 def _excluded_text(m: dict[str, Any]) -> str:
     ex = m["excluded"]
-    return ", ".join(f"{k} {_cell(v)}" for k, v in ex.items())
+    return ", ".join(f"{k} {cell_text(v)}" for k, v in ex.items())
 
 
 def _conditioning_lines(summary: dict[str, Any]) -> list[str]:
@@ -203,100 +201,15 @@ def _conditioning_lines(summary: dict[str, Any]) -> list[str]:
     ]
     for group, name, m in _rows(summary):
         ex = m["excluded"]
-        counts = [_cell(ex.get(r)) for r in EXCLUSION_REASONS] + [str(_other(ex))]
-        values = [f"{_cell(m[k])} | {_cell(m['unconditioned'][k])}" for k in SIDE_BY_SIDE]
+        counts = [cell_text(ex.get(r)) for r in EXCLUSION_REASONS] + [str(_other(ex))]
+        values = [f"{cell_text(m[k])} | {cell_text(m['unconditioned'][k])}" for k in SIDE_BY_SIDE]
         lines.append(
-            f"| {group} | {name} | {m['N']} | {_cell(m['conditioning']['as_planned'])} | "
+            f"| {group} | {name} | {m['N']} | {cell_text(m['conditioning']['as_planned'])} | "
             + " | ".join(counts)
             + " | "
             + " | ".join(values)
             + " |"
         )
-    return lines
-
-
-def _sensitivity_lines(summary: dict[str, Any]) -> list[str]:
-    sens = summary["sensitivity"]["infra_as_failure"]
-    o = sens["overall"]
-    lines = [
-        "",
-        "## Sensitivity: infrastructure errors counted as fault failures",
-        "",
-        f"{o['infra_errors_counted']} pairs were excluded as infrastructure errors; here they "
-        "count as fault failures in every denominator (control as recorded).",
-        "",
-        "| method | N | "
-        + " | ".join(f"{m} (main → sensitivity)" for m in SENSITIVITY_METRICS)
-        + " |",
-        "|---|---|" + "---|" * len(SENSITIVITY_METRICS),
-    ]
-    main = {"all": summary["overall"], **summary["by"]["method"]}
-    for name, s in [("all", o), *sens["method"].items()]:
-        cells = [f"{_cell(main[name][k])} → {_cell(s[k])}" for k in SENSITIVITY_METRICS]
-        lines.append(f"| {name} | {s['N']} | " + " | ".join(cells) + " |")
-    return lines
-
-
-def _contrast_lines(summary: dict[str, Any]) -> list[str]:
-    lines = [
-        "",
-        "## Method contrasts",
-        "",
-        "Paired over tasks: `p` swaps the methods within each task (exact when few tasks",
-        "differ), Holm-adjusted over all contrasts; McNemar on matched pairs. Only the cells",
-        "where both methods are applicable; `dropped` counts the pairs left out (a / b).",
-        "",
-        "| metric | a | b | diff | 95% CI | BCa | p | p (Holm) | p (McNemar) | discordant "
-        "| dropped |",
-        "|---|---|---|---|---|---|---|---|---|---|---|",
-    ]
-    for c in summary["contrasts"]:
-        mc, dr = c["mcnemar"], c["dropped_inapplicable"]
-        lines.append(
-            f"| {c['metric']} | {c['a']} | {c['b']} | {c['diff']:+.3f} | {_ci(c['ci'])} "
-            f"| {_ci(c['ci_bca'])} | {_p(c['p'])} | {_p(c['p_holm'])} "
-            f"| {_p(c['p_mcnemar'])} | {mc['a_only']}/{mc['b_only']} | {dr['a']}/{dr['b']} |"
-        )
-    return lines
-
-
-def _tost_lines(t: dict[str, Any]) -> list[str]:
-    lines = [
-        "",
-        f"## Equivalence of competence (TOST, margin ±{t['margin']:.2f})",
-        "",
-        "Paired over matched pairs, clustered by task (see assumptions).",
-        "",
-        "| a | b | diff | 90% CI | p | equivalent | test | matched | clusters | unmatched "
-        "| dropped |",
-        "|---|---|---|---|---|---|---|---|---|---|---|",
-    ]
-    for c in t["comparisons"]:
-        diff = "-" if c["diff"] is None else f"{c['diff']:+.3f}"
-        dr = c["dropped_inapplicable"]
-        lines.append(
-            f"| {c['a']} | {c['b']} | {diff} | {_ci(c['ci90'])} | {_p(c['p'])} "
-            f"| {c['equivalent']} | {c['test']} | {c['matched']} | {c['clusters']} "
-            f"| {c['unmatched']} | {dr['a']}/{dr['b']} |"
-        )
-    return lines
-
-
-def _pass_k_lines(summary: dict[str, Any]) -> list[str]:
-    pk = summary["pass_k"]["by_method"]
-    if not pk:
-        return []
-    top = max(v["max_k"] for v in pk.values())
-    ks = [k for k in PASS_K_SHOWN if k < top] + [top]
-    lines = ["", "## pass^k over seeds (fault runs; control in parentheses)", ""]
-    lines += ["| method | tasks | " + " | ".join(f"k={k}" for k in ks) + " |"]
-    lines += ["|---|---|" + "---|" * len(ks)]
-    for method, v in pk.items():
-        cells = []
-        for k in ks:
-            e = v["k"].get(str(k))
-            cells.append("-" if e is None else f"{e['fault']:.3f} ({e['control']:.3f})")
-        lines.append(f"| {method} | {v['tasks']} | " + " | ".join(cells) + " |")
     return lines
 
 
@@ -321,10 +234,18 @@ def _markdown(trials: list[Pair], summary: dict[str, Any], plots: list[Path]) ->
         "|" + "---|" * (len(COLUMNS) + 2),
     ]
     for group, name, m in _rows(summary):
-        lines.append(f"| {group} | {name} | " + " | ".join(_cell(m[c]) for c in COLUMNS) + " |")
+        lines.append(f"| {group} | {name} | " + " | ".join(cell_text(m[c]) for c in COLUMNS) + " |")
     lines += ["", "## Intervals (95%) by method", ""]
-    lines += ["| method | metric | scope | value | num/den | Wilson | cluster bootstrap | BCa |"]
-    lines += ["|---|---|---|---|---|---|---|---|"]
+    lines += [
+        "Cluster bootstrap: whole workflows resampled, none from fewer than 5 (`— (<5 "
+        "clusters)`; Wilson beside it). Effective N: workflows, cells (workflow x scenario x "
+        "method x model x framework x agent x coin) and the independent units: cells when "
+        "every cell's seeds end alike (they copy, not replicate), else pairs.",
+        "",
+        "| method | metric | scope | value | num/den | Wilson | cluster bootstrap | BCa "
+        "| effective N |",
+        "|---|---|---|---|---|---|---|---|---|",
+    ]
     for name, m in [("all", o), *summary["by"]["method"].items()]:
         for metric in HEADLINE:
             shown = [("as planned" if applied and metric in CONDITIONED else "all", m[metric])]
@@ -332,8 +253,9 @@ def _markdown(trials: list[Pair], summary: dict[str, Any], plots: list[Path]) ->
                 shown.append(("all", m["unconditioned"][metric]))
             for scope, r in shown:
                 lines.append(
-                    f"| {name} | {metric} | {scope} | {_cell(r)} | {r['num']}/{r['den']} "
-                    f"| {_ci(r['wilson'])} | {_ci(r['bootstrap'])} | {_ci(r['bca'])} |"
+                    f"| {name} | {metric} | {scope} | {cell_text(r)} | {r['num']}/{r['den']} "
+                    f"| {ci_text(r['wilson'])} | {boot_text(r)} | {boot_text(r, 'bca')} "
+                    f"| {effective_text(r['effective'])} |"
                 )
     nulls = sorted({(k, o[k]["reason"]) for k in INDICATORS if o[k]["reason"]})
     if nulls:
@@ -342,14 +264,14 @@ def _markdown(trials: list[Pair], summary: dict[str, Any], plots: list[Path]) ->
         values = {str(CROSS_KEYS[key](p)) for p in valid if CROSS_KEYS[key](p) is not None}
         if len(values) > 1 or key in ("boundary", "mechanism"):
             lines += ["", f"## By method and {key}", "", *_cross(valid, key, applied)]
-    lines += _sensitivity_lines(summary)
+    lines += sensitivity_lines(summary)
     if summary["contrasts"]:
-        lines += _contrast_lines(summary)
+        lines += contrast_lines(summary)
     if summary["tost"]["comparisons"]:
-        lines += _tost_lines(summary["tost"])
+        lines += tost_lines(summary["tost"])
     lines += hint_lines(summary)
     lines += fault_lines(summary)
-    lines += _pass_k_lines(summary)
+    lines += pass_k_lines(summary)
     lines += ["", "## Assumptions", ""]
     lines += [f"- `{k}`: {v}" for k, v in summary["assumptions"].items()]
     if summary["notes"]:

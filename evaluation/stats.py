@@ -33,6 +33,10 @@ Statistic = Callable[[np.ndarray], np.ndarray]
 it is undefined (an empty denominator)."""
 
 ALPHA = 0.05
+#: Below this many clusters (workflows) no bootstrap interval is computed: resampling 2 to
+#: 4 tasks gives a handful of distinct values, not an interval, and resampling the pairs of
+#: one task instead would treat them as independent. The Wilson interval is shown beside.
+MIN_CLUSTERS = 5
 EXACT_PERMUTATION_MAX = 16  # up to 2**16 sign patterns are enumerated exactly
 MCNEMAR_EXACT_BELOW = 25  # discordant pairs; below this the binomial test is used
 
@@ -44,6 +48,13 @@ def _r(x: float) -> float:
 def sig(p: float) -> float:
     """A p-value to 6 significant digits (rounding to 6 decimals would turn 1e-9 into 0)."""
     return float(f"{float(p):.6g}")
+
+
+def too_few_clusters(clusters: int) -> str | None:
+    """Why no bootstrap interval is computed over `clusters` clusters, or None."""
+    if clusters >= MIN_CLUSTERS:
+        return None
+    return f"fewer than {MIN_CLUSTERS} clusters ({clusters})"
 
 
 def wilson(num: int, den: int) -> list[float] | None:

@@ -4,10 +4,14 @@ infra-as-failure sensitivity row and the assumptions each interval and test make
 Contrasts are paired, because the methods of one run share tasks, scenarios and seeds:
 - `p`: a permutation test that swaps the two methods' labels inside each task (the
   cluster), exact when few tasks differ; tasks where both methods tie contribute nothing,
-  so ties at zero cannot inflate (or deflate) the p-value (stats.paired_permutation_p);
-- `ci` / `ci_bca`: a task-clustered bootstrap with the same draw for both arms;
-- `p_mcnemar`: McNemar on pairs matched by (workflow, scenario, seed) — and model,
-  framework and agent, so that imported runs with several models match one to one;
+  so ties at zero cannot inflate (or deflate) the p-value (stats.paired_permutation_p).
+  With a single task it swaps inside the independent matched units (`p_unit`): one per
+  cell when the seeds only copy each other (units.py), else one per matched pair;
+- `ci` / `ci_bca`: a task-clustered bootstrap with the same draw for both arms, from
+  MIN_CLUSTERS tasks up (`ci_reason` says why there is none);
+- `p_mcnemar`: McNemar on units matched by (workflow, scenario, seed) — and model,
+  framework and agent, so that imported runs with several models match one to one —
+  collapsed to one per cell when the seeds only copy each other (`mcnemar.unit`);
 - `p_holm`: Holm-Bonferroni over the `p` of all contrasts.
 Both arms keep only the (workflow, scenario) cells where both methods are applicable
 (`method_applicable`; absent = applicable): a method that cannot act on a scenario's
@@ -27,6 +31,7 @@ from statsmodels.stats.multitest import multipletests
 
 from .errors import Unsupported
 from .indicators import Pair, conditioning_applies, fault_outcome, is_infra_error
+from .matching import applicable, matched_flags, matched_units, mcnemar_units
 from .metrics import (
     BOOTSTRAP_RESAMPLES,
     BOOTSTRAP_SEED,
@@ -39,12 +44,13 @@ from .metrics import (
 from .pass_k import pass_k
 from .schedules import fault_counts, has_cascades, schedule
 from .stats import (
+    MIN_CLUSTERS,
     cluster_bootstrap,
-    mcnemar,
     paired_permutation_p,
     paired_tost,
     ratio_diff,
     sig,
+    too_few_clusters,
 )
 
 GroupKey = str | Callable[[Pair], str | None]
@@ -86,7 +92,6 @@ GROUPS: dict[str, GroupKey] = {
 OPTIONAL_GROUPS = {"schedule": has_cascades}
 CONTRAST_METRICS = ("rsr", "crsr", "crsr_aware", "der", "uer")
 TOST_MARGIN = 0.10
-MATCH_KEYS = ("workflow", "scenario", "seed", "model", "framework", "agent")
 ASSUMPTIONS = {
     "conditioning": (
         "recovery metrics count only pairs whose fault happened as planned (fault_outcome."
@@ -98,23 +103,31 @@ ASSUMPTIONS = {
     ),
     "bootstrap": (
         "tasks (workflows) independent, pairs within a task not: whole tasks are "
-        "resampled (the pairs themselves when there is a single task)"
+        f"resampled; none from fewer than {MIN_CLUSTERS} tasks (never the pairs instead)"
     ),
     "bca": "as bootstrap; BCa corrections are unstable with few tasks and discrete rates",
+    "effective": (
+        "the independent units are cells (workflow, scenario, method, model, framework, "
+        "agent, coin) when every cell's seeds have the same outcome (a deterministic agent: "
+        "seeds copy, not replicate), else pairs"
+    ),
     "contrasts.p": (
         "paired by task: the two methods are exchangeable within each task under H0; tasks "
-        "independent (matched units when there is a single task)"
+        "independent (with a single task, the independent matched units: p_unit)"
     ),
-    "contrasts.ci": "the task-clustered bootstrap, one draw of tasks for both methods",
+    "contrasts.ci": (
+        f"the task-clustered bootstrap, one draw of tasks for both methods; none from "
+        f"fewer than {MIN_CLUSTERS} tasks"
+    ),
     "contrasts.p_mcnemar": (
-        "matched pairs independent (no clustering): did these pairs differ, not will the "
-        "difference generalise to other tasks"
+        "matched units independent (no clustering; one unit per cell when seeds copy each "
+        "other): did these units differ, not will the difference generalise to other tasks"
     ),
     "tost": (
-        "paired over matched pairs (workflow, scenario, seed, model, framework, agent); "
-        "task-clustered: cluster-robust SE (never below the independent-pairs SE), t with "
-        "tasks - 1 df; when all matched pairs agree, the exact bound (1 - margin)^n, which "
-        "assumes pairs independent within a task"
+        "paired over matched units (workflow, scenario, seed, model, framework, agent; one "
+        "per cell when seeds copy each other); task-clustered: cluster-robust SE (never "
+        "below the independent-units SE), t with tasks - 1 df; when all matched units "
+        "agree, the exact bound (1 - margin)^n, which assumes units independent within a task"
     ),
     "sensitivity.infra_as_failure": (
         "pairs lost to infrastructure errors put back as fault failures (worst case for "
@@ -149,65 +162,25 @@ def _finite(x: float | None) -> float | None:
     return None if x is None or not math.isfinite(x) else sig(x)
 
 
-def _unit(p: Pair) -> str:
-    return "|".join(str(p.get(k)) for k in MATCH_KEYS[1:])
-
-
-def _cluster_values(a: list[Pair], b: list[Pair], metric: str, condition: bool) -> np.ndarray:
-    """(num_a, den_a, num_b, den_b) per task. With a single task the matched
-    (scenario, seed, …) units are the clusters: one cluster would give a zero-width
-    interval and a permutation test with nothing to permute."""
-    key = "workflow"
+def _cluster_values(
+    a: list[Pair], b: list[Pair], metric: str, condition: bool
+) -> tuple[np.ndarray, str]:
+    """(num_a, den_a, num_b, den_b) per independent unit, and the unit: the task
+    (workflow) when there are two or more; with a single task the matched units (a cell
+    when the seeds only copy each other, else a matched pair): one cluster would give a
+    permutation test with nothing to permute."""
     if len({p["workflow"] for p in a} | {p["workflow"] for p in b}) < 2:
-        a = [{**p, "_unit": _unit(p)} for p in a]
-        b = [{**p, "_unit": _unit(p)} for p in b]
-        key = "_unit"
-    ga, gb = _group(a, key), _group(b, key)
+        flags, unit, idx = matched_flags(a, b, metric, condition)
+        rows = [[*flags[i][0], *flags[i][1]] for i in idx]
+        return np.array(rows, dtype=float).reshape(-1, 4), unit
+    ga, gb = _group(a, "workflow"), _group(b, "workflow")
     rows = []
     for cluster in sorted(set(ga) | set(gb)):
         ca = _counts(ga.get(cluster, []), metric, condition)
         cb = _counts(gb.get(cluster, []), metric, condition)
         assert ca is not None and cb is not None  # checked by the caller
         rows.append([*ca, *cb])
-    return np.array(rows, dtype=float)
-
-
-def _index(pairs: list[Pair], value: Callable[[Pair], Any]) -> dict[tuple[Any, ...], Any]:
-    """value(p) by match key; keys that occur more than once are ambiguous and left out."""
-    seen: dict[tuple[Any, ...], list[Any]] = {}
-    for p in pairs:
-        seen.setdefault(tuple(p.get(k) for k in MATCH_KEYS), []).append(value(p))
-    return {k: v[0] for k, v in seen.items() if len(v) == 1}
-
-
-def _matched(
-    a: list[Pair], b: list[Pair], metric: str, condition: bool
-) -> tuple[list[bool], list[bool]]:
-    """Binary outcomes of pairs matched one to one across the two methods; keys that occur
-    more than once in an arm are ambiguous and left out, as are pairs outside a
-    conditional (or conditioned) metric's denominator in either arm."""
-    ia = _index(a, lambda p: pair_flag(p, metric, condition))
-    ib = _index(b, lambda p: pair_flag(p, metric, condition))
-    keys = sorted((k for k in ia.keys() & ib.keys() if ia[k][1] and ib[k][1]), key=repr)
-    return [bool(ia[k][0]) for k in keys], [bool(ib[k][0]) for k in keys]
-
-
-def applicable(a: list[Pair], b: list[Pair]) -> tuple[list[Pair], list[Pair], dict[str, int]]:
-    """Both arms without the (workflow, scenario) cells where either method is not
-    applicable (`method_applicable` false; absent = applicable), and how many pairs of
-    each arm that dropped."""
-
-    def off(pairs: list[Pair]) -> set[tuple[Any, Any]]:
-        return {
-            (p.get("workflow"), p.get("scenario"))
-            for p in pairs
-            if p.get("method_applicable") is False
-        }
-
-    cells = off(a) | off(b)
-    ka = [p for p in a if (p.get("workflow"), p.get("scenario")) not in cells]
-    kb = [p for p in b if (p.get("workflow"), p.get("scenario")) not in cells]
-    return ka, kb, {"a": len(a) - len(ka), "b": len(b) - len(kb)}
+    return np.array(rows, dtype=float), "workflow"
 
 
 def contrasts(
@@ -217,46 +190,27 @@ def contrasts(
     condition: bool | None = None,
     key: GroupKey = "method",
     metrics: tuple[str, ...] = CONTRAST_METRICS,
+    only_applicable: bool = True,
 ) -> list[dict[str, Any]]:
     """Every pair of methods (or of the arms `key` names) on `metrics`, over the cells both
-    can act on; with `condition` (default: decided from the pairs) over pairs whose fault
-    happened as planned."""
+    can act on (over every cell with `only_applicable` false); with `condition` (default:
+    decided from the pairs) over pairs whose fault happened as planned."""
     cond = conditioning_applies(pairs) if condition is None else condition
     by_method = _group(pairs, key)
     out: list[dict[str, Any]] = []
     for metric in metrics:
         for a, b in itertools.combinations(by_method, 2):
-            arm_a, arm_b, dropped = applicable(by_method[a], by_method[b])
+            if only_applicable:
+                arm_a, arm_b, dropped = applicable(by_method[a], by_method[b])
+            else:
+                arm_a, arm_b, dropped = by_method[a], by_method[b], {"a": 0, "b": 0}
             ca, cb = _counts(arm_a, metric, cond), _counts(arm_b, metric, cond)
             if ca is None or cb is None or not ca[1] or not cb[1]:
                 continue
-            values = _cluster_values(arm_a, arm_b, metric, cond)
-            boot = cluster_bootstrap(values, ratio_diff, resamples=resamples, seed=BOOTSTRAP_SEED)
-            perm = paired_permutation_p(
-                values, ratio_diff, resamples=resamples, seed=BOOTSTRAP_SEED
-            )
-            mc = mcnemar(*_matched(arm_a, arm_b, metric, cond))
-            out.append(
-                {
-                    "metric": metric,
-                    "a": a,
-                    "b": b,
-                    "diff": round(ca[0] / ca[1] - cb[0] / cb[1], 6),
-                    "ci": boot.percentile,
-                    "ci_bca": boot.bca,
-                    "clusters": len(values),
-                    "p": perm,
-                    "p_holm": None,
-                    "p_mcnemar": mc.p,
-                    "mcnemar": {
-                        "matched": mc.matched,
-                        "a_only": mc.a_only,
-                        "b_only": mc.b_only,
-                        "exact": mc.exact,
-                    },
-                    "dropped_inapplicable": dropped,
-                }
-            )
+            c = {"metric": metric, "a": a, "b": b, "diff": round(ca[0] / ca[1] - cb[0] / cb[1], 6)}
+            c.update(_contrast(arm_a, arm_b, metric, cond, resamples))
+            c["dropped_inapplicable"] = dropped
+            out.append(c)
     ps = [c["p"] for c in out if c["p"] is not None]
     if ps:
         adjusted = iter(multipletests(ps, method="holm")[1])
@@ -264,6 +218,32 @@ def contrasts(
             if c["p"] is not None:
                 c["p_holm"] = sig(next(adjusted))
     return out
+
+
+def _contrast(
+    a: list[Pair], b: list[Pair], metric: str, condition: bool, resamples: int
+) -> dict[str, Any]:
+    """One contrast's intervals and tests: the bootstrap from MIN_CLUSTERS tasks up, the
+    permutation p over tasks (or single-task units), McNemar on independent units."""
+    values, unit = _cluster_values(a, b, metric, condition)
+    tasks = len({p["workflow"] for p in [*a, *b] if pair_flag(p, metric, condition)[1]})
+    few = too_few_clusters(tasks)
+    boot = None
+    if few is None:
+        boot = cluster_bootstrap(values, ratio_diff, resamples=resamples, seed=BOOTSTRAP_SEED)
+    mc = mcnemar_units(a, b, metric, condition)
+    return {
+        "ci": boot.percentile if boot else None,
+        "ci_bca": boot.bca if boot else None,
+        "ci_reason": few,
+        "clusters": tasks,
+        "p": paired_permutation_p(values, ratio_diff, resamples=resamples, seed=BOOTSTRAP_SEED),
+        "p_unit": unit,
+        "p_units": len(values),
+        "p_holm": None,
+        "p_mcnemar": mc.pop("p"),
+        "mcnemar": mc,
+    }
 
 
 def _control(p: Pair) -> int:
@@ -287,10 +267,9 @@ def tost(pairs: list[Pair], margin: float = TOST_MARGIN) -> dict[str, Any]:
     }
     for other in names[1:]:
         arm_a, arm_b, dropped = applicable(by_method[other], by_method[names[0]])
-        ia, ib = _index(arm_a, _control), _index(arm_b, _control)
-        keys = sorted(ia.keys() & ib.keys(), key=repr)
-        d = np.array([ia[k] - ib[k] for k in keys], dtype=float)
-        res = paired_tost(d, [str(k[0]) for k in keys], margin)
+        keys, values, unit, idx = matched_units(arm_a, arm_b, _control)
+        d = np.array([values[i][0] - values[i][1] for i in idx], dtype=float)
+        res = paired_tost(d, [str(keys[i][0]) for i in idx], margin)
         result["comparisons"].append(
             {
                 "a": other,
@@ -302,7 +281,9 @@ def tost(pairs: list[Pair], margin: float = TOST_MARGIN) -> dict[str, Any]:
                 "p": _finite(res.p),
                 "equivalent": res.equivalent,
                 "test": res.method,
-                "matched": res.matched,
+                "matched": len(keys),
+                "unit": unit,
+                "units": res.matched,
                 "clusters": res.clusters,
                 "unmatched": len(arm_a) + len(arm_b) - 2 * len(keys),
                 "dropped_inapplicable": dropped,

@@ -17,7 +17,8 @@ from typing import Any
 from undobench_gym.trials import read_trials
 
 from ..indicators import Pair, is_infra_error
-from ..report import _contrast_lines, _pass_k_lines, _tost_lines, write_reports
+from ..report import write_reports
+from ..report_sections import contrast_lines, pass_k_lines, tost_lines
 from ..run_meta import META_FILE
 from ..summary import summarize
 from . import tables
@@ -129,12 +130,12 @@ def _main_sections(run: PartRun, figures_rel: str) -> list[str]:
         "### Pairs left out of the recovery metrics, and why",
         "",
         *tables.excluded(s),
-        *_contrast_lines({"contrasts": [c for c in s["contrasts"] if c["metric"] in CONTRASTS]}),
+        *contrast_lines({"contrasts": [c for c in s["contrasts"] if c["metric"] in CONTRASTS]}),
         "",
         f"Shown: {', '.join(CONTRASTS)}; the other metrics' contrasts are in the run's "
         "report.md, and Holm's adjustment is over all of them.",
-        *_tost_lines(s["tost"]),
-        *_pass_k_lines(s),
+        *tost_lines(s["tost"]),
+        *pass_k_lines(s),
     ]
     return lines
 

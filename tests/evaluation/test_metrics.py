@@ -38,13 +38,23 @@ RATES = (
 )
 CONTRACT_KEYS = {"value", "num", "den", "wilson", "bootstrap"}
 # Added next to the contract's keys (the contract allows additions).
-RATE_KEYS = CONTRACT_KEYS | {"bca", "empty_resamples", "unsupported", "reason"}
+RATE_KEYS = CONTRACT_KEYS | {
+    "bca",
+    "empty_resamples",
+    "bootstrap_reason",
+    "effective",
+    "unsupported",
+    "reason",
+}
 
 
-def _mixed() -> list[dict]:
+def _mixed(workflows: int = 3) -> list[dict]:
     """(control, fault) = TT x3, TF x2, FT x1, FF x4: N=10, D=5, F=4, C=3."""
     combos = [(True, True)] * 3 + [(True, False)] * 2 + [(False, True)] + [(False, False)] * 4
-    return [trial(c, f, workflow=f"wf{i % 3}", pair_id=f"p{i}") for i, (c, f) in enumerate(combos)]
+    return [
+        trial(c, f, workflow=f"wf{i % workflows}", seed=i, pair_id=f"p{i}")
+        for i, (c, f) in enumerate(combos)
+    ]
 
 
 # --- counts and competence/recovery rates -------------------------------------------------
@@ -63,7 +73,7 @@ def test_counts_and_basic_rates() -> None:
 
 
 def test_every_rate_has_exactly_the_contract_keys() -> None:
-    m = metrics(_mixed())
+    m = metrics(_mixed(workflows=5))
     assert {"N", "D", "F", "C"} <= set(m)
     for name in RATES:
         assert set(m[name]) == RATE_KEYS, name
@@ -73,6 +83,7 @@ def test_every_rate_has_exactly_the_contract_keys() -> None:
             assert r["value"] == pytest.approx(r["num"] / r["den"])
             assert len(r["wilson"]) == 2 and len(r["bootstrap"]) == 2 and len(r["bca"]) == 2
             assert r["empty_resamples"] == 0 and r["unsupported"] == 0 and r["reason"] is None
+            assert r["bootstrap_reason"] is None and r["effective"]["pairs"] == r["den"]
 
 
 def test_crsr_is_null_not_zero_when_no_control_succeeds() -> None:
@@ -89,6 +100,8 @@ def test_crsr_is_null_not_zero_when_no_control_succeeds() -> None:
             "bootstrap": None,
             "bca": None,
             "empty_resamples": None,
+            "bootstrap_reason": None,
+            "effective": None,
             "unsupported": 0,
             "reason": "empty denominator",
         }
@@ -179,6 +192,10 @@ def test_property_urr_at_least_der_and_rate_invariants(pairs: list[dict]) -> Non
             assert r["value"] is None and r["wilson"] is None and r["bootstrap"] is None
         else:
             assert 0.0 <= r["value"] <= 1.0
+            # at most 3 workflows: never an interval, always the reason
+            assert r["bootstrap"] is None and r["bootstrap_reason"].startswith("fewer than 5")
+            e = r["effective"]
+            assert e["pairs"] == r["den"] and 1 <= e["clusters"] <= e["cells"] <= e["units"]
             lo, hi = r["wilson"]
             assert lo - 1e-6 <= r["value"] <= hi + 1e-6
 
@@ -563,11 +580,74 @@ def test_bootstrap_contains_point_estimate() -> None:
     assert lo >= 0.0 and hi <= 1.0
 
 
-def test_bootstrap_single_workflow_resamples_pairs() -> None:
-    pairs = _pairs_over_workflows([10], 20)
-    lo, hi = bootstrap(pairs, "rsr")
-    assert lo < 0.5 < hi
-    assert hi - lo > 0.1
+def test_no_bootstrap_interval_from_fewer_than_five_workflows() -> None:
+    # One workflow: resampling its pairs would call them tasks. None, and why.
+    one = rate(_pairs_over_workflows([10], 20), "rsr")
+    assert one["bootstrap"] is None and one["bca"] is None
+    assert one["bootstrap_reason"] == "fewer than 5 clusters (1)"
+    assert one["wilson"] is not None  # beside it, the Wilson interval over pairs
+    four = rate(_pairs_over_workflows([3, 1, 4, 2], 5), "rsr")
+    assert four["bootstrap"] is None and four["bootstrap_reason"] == "fewer than 5 clusters (4)"
+    assert bootstrap(_pairs_over_workflows([3, 1, 4, 2], 5), "rsr") is None
+    five = rate(_pairs_over_workflows([3, 1, 4, 2, 5], 5), "rsr")
+    assert five["bootstrap"] is not None and five["bootstrap_reason"] is None
+
+
+def test_clusters_are_workflows_with_a_pair_in_the_denominator() -> None:
+    # crsr over 6 workflows, but the control succeeds in 4 of them only: 4 clusters.
+    pairs = [
+        trial(w < 4, True, workflow=f"wf{w}", seed=s, pair_id=f"wf{w}-{s}")
+        for w in range(6)
+        for s in range(3)
+    ]
+    assert rate(pairs, "rsr")["bootstrap"] is not None
+    crsr = rate(pairs, "crsr")
+    assert crsr["bootstrap"] is None and crsr["effective"]["clusters"] == 4
+
+
+def test_effective_n_of_a_deterministic_agent() -> None:
+    # 2 workflows x 3 scenarios x 20 seeds; every seed of a cell ends alike.
+    pairs = [
+        trial(True, sc != "c", workflow=f"wf{w}", scenario=sc, seed=s, pair_id=f"{w}{sc}{s}")
+        for w in range(2)
+        for sc in ("a", "b", "c")
+        for s in range(20)
+    ]
+    e = rate(pairs, "rsr")["effective"]
+    assert e == {
+        "pairs": 120,
+        "clusters": 2,
+        "cells": 6,
+        "distinct_outcomes": 6,
+        "deterministic": True,
+        "unit": "cell",
+        "units": 6,
+        "wilson": wilson(4, 6),  # 4 of 6 cells recover, not 80 of 120 pairs
+    }
+    # One seed that ends otherwise makes the seeds replicates: the pairs are the units.
+    pairs[0]["fault"]["success"] = False
+    e = rate(pairs, "rsr")["effective"]
+    assert (e["deterministic"], e["unit"], e["units"], e["distinct_outcomes"]) == (
+        False,
+        "pair",
+        120,
+        7,
+    )
+    assert e["wilson"] == wilson(79, 120)
+    # One pair per cell: nothing tells whether seeds would agree.
+    single = rate(pairs[::20], "rsr")["effective"]
+    assert (single["deterministic"], single["unit"], single["units"]) == (None, "pair", 6)
+
+
+def test_effective_n_counts_only_the_denominators_cells() -> None:
+    # crsr: cells whose control never succeeds are not in the denominator.
+    pairs = [
+        trial(sc != "b", True, workflow="wf0", scenario=sc, seed=s, pair_id=f"{sc}{s}")
+        for sc in ("a", "b")
+        for s in range(4)
+    ]
+    e = rate(pairs, "crsr")["effective"]
+    assert (e["pairs"], e["cells"], e["units"], e["unit"]) == (4, 1, 1, "cell")
 
 
 def _pair_level_bootstrap(flags: np.ndarray) -> tuple[float, float]:

@@ -60,7 +60,9 @@ def test_metrics_from_reference_rows() -> None:
     assert m["crsr"]["value"] == pytest.approx(0.7)
     for name in PUBLISHED:
         assert m[name]["value"] is not None and m[name]["reason"] is None
-        assert m[name]["bootstrap"] is not None and m[name]["bca"] is not None
+        # 2 tasks: no bootstrap interval (fewer than 5 clusters), the Wilson one beside it
+        assert m[name]["bootstrap"] is None and m[name]["wilson"] is not None
+        assert m[name]["bootstrap_reason"] == "fewer than 5 clusters (2)"
     nulls = ("urr", "eor", "eor_cond", "abstention_rate", "uer", "rsr_aware", "crsr_aware")
     for name in (*NULL_METRICS, *nulls):
         r = m[name]

@@ -7,7 +7,7 @@ import json
 from pathlib import Path
 
 import pytest
-from undobench_gym.evaluation.metrics import CONDITIONED, SENSITIVITY_METRICS
+from undobench_gym.evaluation.metrics import CONDITIONED, INDICATORS, SENSITIVITY_METRICS
 from undobench_gym.evaluation.plots import PLOTS
 from undobench_gym.evaluation.report import EXTRA_COLUMNS, LONG_COLUMNS, write_reports
 from undobench_gym.evaluation.summary import summarize
@@ -38,6 +38,8 @@ COLUMNS = [
     "unknown_outcome_rate",
 ]
 EXCLUDED = ("not_reached", "refused", "no_crash", "prefix_diverged", "infra_error")
+#: every metric the package defines, in its order: the contract's COLUMNS and any added since
+ALL_COLUMNS = ["N", "D", "F", "C", *INDICATORS]
 
 
 def _run_pairs() -> list[dict]:
@@ -72,7 +74,8 @@ def test_write_reports(tmp_path: Path) -> None:
     assert summary["overall"]["infra_errors"] == 1
 
     report = (tmp_path / "report.md").read_text()
-    header = "| group | value | " + " | ".join(COLUMNS) + " |"
+    assert set(COLUMNS) <= set(ALL_COLUMNS)
+    header = "| group | value | " + " | ".join(ALL_COLUMNS) + " |"
     assert header in report.splitlines()
     assert f"{len(pairs)} paired trials." in report
     assert "## Method contrasts" in report
@@ -80,7 +83,7 @@ def test_write_reports(tmp_path: Path) -> None:
 
     with (tmp_path / "metrics.csv").open(newline="") as fh:
         rows = list(csv.reader(fh))
-    header = ["group", "value", *COLUMNS, *EXTRA_COLUMNS]
+    header = ["group", "value", *ALL_COLUMNS, *EXTRA_COLUMNS]
     assert rows[0] == header
     assert EXTRA_COLUMNS[:6] == ("as_planned", *(f"excluded.{r}" for r in EXCLUDED))
     assert "unconditioned.crsr_aware" in EXTRA_COLUMNS
@@ -124,7 +127,7 @@ def test_summary_csv_is_the_long_table(tmp_path: Path) -> None:
     groups = 1 + sum(len(v) for v in summary["by"].values())
     methods = len(summary["by"]["method"])
     sensitivity = (1 + methods) * len(SENSITIVITY_METRICS)
-    assert len(rows) == groups * (len(COLUMNS) - 4 + len(CONDITIONED)) + sensitivity
+    assert len(rows) == groups * (len(INDICATORS) + len(CONDITIONED)) + sensitivity
 
     def row(metric: str, scope: str) -> dict[str, str]:
         return next(
@@ -139,8 +142,12 @@ def test_summary_csv_is_the_long_table(tmp_path: Path) -> None:
     crsr, crsr_all = row("crsr", "as_planned"), row("crsr", "all")
     m = summary["by"]["method"]["B0"]
     assert float(crsr["estimate"]) == m["crsr"]["value"]
-    assert [float(crsr["bca_lo"]), float(crsr["bca_hi"])] == m["crsr"]["bca"]
-    assert [float(crsr["bootstrap_lo"]), float(crsr["bootstrap_hi"])] == m["crsr"]["bootstrap"]
+    # 4 workflows: no bootstrap interval, the reason instead, and the effective N beside
+    assert m["crsr"]["bootstrap"] is None and m["crsr"]["bca"] is None
+    assert (crsr["bootstrap_lo"], crsr["bca_lo"]) == ("", "")
+    assert crsr["bootstrap_reason"] == m["crsr"]["bootstrap_reason"] == "fewer than 5 clusters (4)"
+    assert crsr["effective.clusters"] == "4" and crsr["effective.unit"] == "pair"
+    assert int(crsr["effective.units"]) == m["crsr"]["effective"]["units"] == int(crsr["den"])
     assert float(crsr_all["estimate"]) == m["unconditioned"]["crsr"]["value"]
     assert int(crsr_all["den"]) == int(crsr["den"]) + 2
     assert row("control_rate", "all")["den"] == "20"
@@ -167,15 +174,29 @@ def test_report_md_sections(tmp_path: Path) -> None:
         assert heading in report, heading
     assert "## Plots" not in report
     assert (
-        "Recovery metrics (rsr, crsr, rsr_aware, crsr_aware, der, uer, mer, urr, eor, "
-        "eor_cond, abstention_rate, unknown_outcome_rate) are over the 38 pairs whose fault "
+        f"Recovery metrics ({', '.join(CONDITIONED)}) are over the 38 pairs whose fault "
         "happened as planned" in report
     )
     assert "excluded: not_reached 0, refused 1, no_crash 0, prefix_diverged 1, infra_error 1" in (
         report
     )
     assert "| B0 | crsr | as planned |" in report and "| B0 | crsr | all |" in report
-    assert "- `tost`: paired over matched pairs" in report
+    assert "- `tost`: paired over matched units" in report
+    # no interval from 4 workflows, said so; the effective N beside every rate
+    row = "| B0 | crsr | as planned | 0.778 | 14/18 | [0.548, 0.910] | — (<5 clusters) "
+    assert row + "| — (<5 clusters) | 4 wf, 4 cells; 7 distinct; 18 pairs |" in report
+
+
+def test_summary_csv_has_intervals_from_five_workflows(tmp_path: Path) -> None:
+    _write(tmp_path / "trials.jsonl", method_arm("B0", [5, 4, 3, 5, 1], 5))
+    summary = write_reports(tmp_path, plots=False)
+    with (tmp_path / "summary.csv").open(newline="") as fh:
+        rows = list(csv.DictReader(fh))
+    rsr = next(r for r in rows if r["group"] == "overall" and r["metric"] == "rsr")
+    m = summary["overall"]["rsr"]
+    assert [float(rsr["bootstrap_lo"]), float(rsr["bootstrap_hi"])] == m["bootstrap"]
+    assert [float(rsr["bca_lo"]), float(rsr["bca_hi"])] == m["bca"]
+    assert rsr["bootstrap_reason"] == "" and rsr["effective.clusters"] == "5"
 
 
 def test_report_of_records_without_the_new_fields(tmp_path: Path) -> None:

@@ -17,7 +17,10 @@ from .factories import episode, legacy, method_arm, outcome, trial
 CONTRACT_KEYS = {"metric", "a", "b", "diff", "ci", "p", "p_holm"}
 CONTRAST_KEYS = CONTRACT_KEYS | {
     "ci_bca",
+    "ci_reason",
     "clusters",
+    "p_unit",
+    "p_units",
     "p_mcnemar",
     "mcnemar",
     "dropped_inapplicable",
@@ -34,9 +37,21 @@ TOST_KEYS = {
     "equivalent",
     "test",
     "matched",
+    "unit",
+    "units",
     "clusters",
     "unmatched",
     "dropped_inapplicable",
+}
+MCNEMAR_KEYS = {
+    "matched",
+    "a_only",
+    "b_only",
+    "exact",
+    "unit",
+    "units",
+    "unit_a_only",
+    "unit_b_only",
 }
 
 # 8 workflows x 5 seeds = 40 pairs per method.
@@ -187,20 +202,110 @@ def test_single_method_has_no_contrasts() -> None:
     assert s["tost"]["comparisons"] == []
 
 
-def test_contrast_ci_is_not_degenerate_for_a_single_workflow() -> None:
+def test_a_single_workflow_gets_no_interval_and_tests_its_matched_units() -> None:
     pairs = method_arm("A", [20], 40) + method_arm("B", [10], 40)
     c = _contrast(contrasts(pairs), "rsr", "A", "B")
     assert c["diff"] == pytest.approx(0.25)
-    # One task: the matched (scenario, seed) units are the clusters. Seeds 10-19 succeed
-    # under A only and no seed under B only: 10 discordant units, all one way, so the
-    # paired tests agree on p = 2 / 2**10 (exact sign flips; exact McNemar).
-    assert c["clusters"] == 40
+    # One task: no bootstrap interval (it would resample pairs and call them tasks).
+    assert c["clusters"] == 1 and c["ci"] is None and c["ci_bca"] is None
+    assert c["ci_reason"] == "fewer than 5 clusters (1)"
+    # The seeds' outcomes differ within the cell, so they replicate it: the matched pairs
+    # are the units. Seeds 10-19 succeed under A only and no seed under B only: 10
+    # discordant units, all one way, so the paired tests agree on p = 2 / 2**10.
+    assert (c["p_unit"], c["p_units"]) == ("pair", 40)
     assert c["p"] == pytest.approx(2 / 2**10, abs=1e-6)
     assert c["p_mcnemar"] == pytest.approx(2 / 2**10, abs=1e-6)
-    assert c["mcnemar"] == {"matched": 40, "a_only": 10, "b_only": 0, "exact": True}
-    lo, hi = c["ci"]
-    assert hi - lo > 0.1  # a 95% interval over 40 units cannot have zero width
-    assert lo <= c["diff"] <= hi
+    assert c["mcnemar"] == {
+        "matched": 40,
+        "a_only": 10,
+        "b_only": 0,
+        "exact": True,
+        "unit": "pair",
+        "units": 40,
+        "unit_a_only": 10,
+        "unit_b_only": 0,
+    }
+
+
+def test_fewer_than_five_workflows_get_no_contrast_interval() -> None:
+    four = method_arm("B0", [1, 1, 1, 1], 5) + method_arm("B2", [5, 5, 5, 5], 5)
+    c = _contrast(contrasts(four), "rsr", "B0", "B2")
+    assert c["clusters"] == 4 and c["ci"] is None and c["ci_reason"] is not None
+    # The permutation test is still over the 4 tasks: all differ one way, 2 / 2**4.
+    assert (c["p_unit"], c["p_units"]) == ("workflow", 4)
+    assert c["p"] == pytest.approx(2 / 2**4)
+    five = method_arm("B0", [1] * 5, 5) + method_arm("B2", [5] * 5, 5)
+    c5 = _contrast(contrasts(five), "rsr", "B0", "B2")
+    assert c5["clusters"] == 5 and c5["ci"] is not None and c5["ci_reason"] is None
+
+
+def _scripted(method: str, outcome_of: dict[str, bool], seeds: int = 20) -> list[dict]:
+    """A deterministic agent: every seed of a (workflow, scenario) cell ends alike."""
+    return [
+        trial(
+            True,
+            outcome_of[f"{w}:{sc}"],
+            method=method,
+            workflow=w,
+            scenario=sc,
+            seed=s,
+            pair_id=f"{method}-{w}-{sc}-{s}",
+        )
+        for w, sc in (k.split(":") for k in outcome_of)
+        for s in range(seeds)
+    ]
+
+
+def test_mcnemar_on_a_deterministic_agent_counts_cells_not_seeds() -> None:
+    # 3 cells; B2 recovers in 2 where B0 does not; 20 seeds copy each cell. Over pairs
+    # McNemar would see 40 discordant pairs (p ~ 1e-12); over cells it sees 2 (p = 0.5).
+    cells = ["wf0:lost-ack", "wf0:timeout", "wf1:lost-ack"]
+    b0 = _scripted("B0", dict.fromkeys(cells, False) | {"wf1:lost-ack": True})
+    b2 = _scripted("B2", dict.fromkeys(cells, True))
+    c = _contrast(contrasts(b0 + b2), "rsr", "B0", "B2")
+    mc = c["mcnemar"]
+    assert (mc["matched"], mc["a_only"], mc["b_only"]) == (60, 0, 40)
+    assert (mc["unit"], mc["units"], mc["unit_a_only"], mc["unit_b_only"]) == ("cell", 3, 0, 2)
+    assert c["p_mcnemar"] == pytest.approx(0.5)  # exact binomial, 2 discordant units
+    # Two tasks: the permutation p is over tasks, and there is no interval.
+    assert c["p_unit"] == "workflow" and c["ci"] is None
+    # One task only: the permutation test runs on its cells, not its 40 pairs.
+    one = [p for p in b0 + b2 if p["workflow"] == "wf0"]
+    c1 = _contrast(contrasts(one), "rsr", "B0", "B2")
+    assert (c1["p_unit"], c1["p_units"]) == ("cell", 2)
+    assert c1["p"] == pytest.approx(0.5)  # 2 cells differ: 2 / 2**2
+
+
+def test_the_coin_of_an_ambiguous_scenario_is_part_of_the_cell() -> None:
+    # The seeded coin decides the outcome; given the coin, every seed ends alike.
+    pairs = []
+    for method, ok_if_committed in (("B0", False), ("B2", True)):
+        for s in range(10):
+            committed = s % 2 == 0
+            pairs.append(
+                trial(
+                    True,
+                    ok_if_committed or not committed,
+                    method=method,
+                    seed=s,
+                    scenario="ambiguous",
+                    ambiguous=True,
+                    fault_outcome=outcome(coin=committed),
+                )
+            )
+    c = _contrast(contrasts(pairs), "rsr", "B0", "B2")
+    assert (c["mcnemar"]["unit"], c["mcnemar"]["units"]) == ("cell", 2)
+    assert (c["mcnemar"]["unit_a_only"], c["mcnemar"]["unit_b_only"]) == (0, 1)
+
+
+def test_tost_on_a_deterministic_agent_uses_one_unit_per_cell() -> None:
+    cells = [f"wf{w}:lost-ack" for w in range(6)]
+    a = _scripted("B0", dict.fromkeys(cells, True))
+    b = _scripted("B5", dict.fromkeys(cells, True))
+    (cmp,) = tost(a + b)["comparisons"]
+    assert (cmp["matched"], cmp["unit"], cmp["units"]) == (120, "cell", 6)
+    # The exact bound over 6 independent units, not 120 copies of them.
+    assert cmp["p"] == pytest.approx(0.9**6, rel=1e-5) and cmp["equivalent"] is False
 
 
 def test_tost_equivalent_for_equal_control_rates() -> None:
@@ -253,7 +358,16 @@ def test_mcnemar_matches_pairs_by_workflow_scenario_seed() -> None:
     # Same tasks and seeds; B2 fixes exactly the seeds B0 fails (4 of 40), breaks none.
     pairs = method_arm("B0", [4, 4, 4, 4, 4, 4, 4, 4], 5) + method_arm("B2", [5] * 8, 5)
     c = _contrast(contrasts(pairs), "rsr", "B0", "B2")
-    assert c["mcnemar"] == {"matched": 40, "a_only": 0, "b_only": 8, "exact": True}
+    assert set(c["mcnemar"]) == MCNEMAR_KEYS
+    mc = {k: c["mcnemar"][k] for k in ("matched", "a_only", "b_only", "exact", "unit", "units")}
+    assert mc == {
+        "matched": 40,
+        "a_only": 0,
+        "b_only": 8,
+        "exact": True,
+        "unit": "pair",  # seeds differ within a cell: they replicate it
+        "units": 40,
+    }
     assert c["p_mcnemar"] == pytest.approx(2 / 2**8, abs=1e-6)
     # The cluster-level test: all 8 tasks differ one way, 2 / 2**8 as well.
     assert c["p"] == pytest.approx(2 / 2**8, abs=1e-6)
@@ -405,6 +519,7 @@ def test_tost_is_paired() -> None:
     (cmp,) = tost(a + b)["comparisons"]
     assert cmp["diff"] == pytest.approx(-1 / 80)
     assert cmp["matched"] == 80 and cmp["clusters"] == 8 and cmp["unmatched"] == 0
+    assert (cmp["unit"], cmp["units"]) == ("pair", 80)
     assert cmp["test"] == "cluster-robust t" and cmp["df"] == 7
     assert cmp["equivalent"] is True and cmp["p"] < 0.001
     lo, hi = cmp["ci90"]
