@@ -53,7 +53,8 @@ def engine_restarts(env: UndoBenchEnv, n: int) -> list[float]:
         rt._service.restart(timeout=5)
         while True:
             try:
-                httpx.get(f"{admin}/admin/health", timeout=1).raise_for_status()
+                auth = rt.endpoints.auth
+                httpx.get(f"{admin}/admin/health", timeout=1, headers=auth).raise_for_status()
                 break
             except httpx.HTTPError:
                 time.sleep(0.01)

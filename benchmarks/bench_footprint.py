@@ -96,9 +96,12 @@ def docker_image(tag: str, starts: int, episodes: int) -> dict[str, Any]:
         rt.wait_healthy()
         ep = rt.endpoints
         for i in range(episodes):
-            http.post(f"{ep.admin_urls['payments']}/admin/reset", json={"seed": i + 1})
+            admin = ep.admin_urls["payments"]
+            http.post(f"{admin}/admin/reset", json={"seed": i + 1}, headers=ep.auth)
             http.post(
-                f"{ep.control_url}/control/episode", json={"episode_id": f"fp-{i}", "plan": None}
+                f"{ep.control_url}/control/episode",
+                json={"episode_id": f"fp-{i}", "plan": None},
+                headers=ep.auth,
             ).raise_for_status()
             for _ in range(5):
                 http.get(f"{ep.agent_url}/payments/v1/customers").raise_for_status()

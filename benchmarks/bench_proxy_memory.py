@@ -38,7 +38,7 @@ def main() -> None:
     with ProcessRuntime("payments") as rt, httpx.Client(timeout=5) as client:
         ep = rt.endpoints
         admin = ep.admin_urls["payments"]
-        client.post(f"{admin}/admin/reset", json={"seed": 1}).raise_for_status()
+        client.post(f"{admin}/admin/reset", json={"seed": 1}, headers=ep.auth).raise_for_status()
         proxy_pid = rt.pids()[1]
         episodes = 0
 
@@ -50,6 +50,7 @@ def main() -> None:
                     client.post(
                         f"{ep.control_url}/control/episode",
                         json={"episode_id": f"bench-{episodes}", "plan": None},
+                        headers=ep.auth,
                     ).raise_for_status()
                 client.get(f"{ep.agent_url}/payments/v1/customers").raise_for_status()
 

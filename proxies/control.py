@@ -1,7 +1,8 @@
 """The proxy's control API on its own port (never the agent's): episodes, plans, wire log.
 
 It runs uvicorn in a thread of the mitmdump process and shares `EpisodeState` under its
-lock, so the agent-facing event loop never waits on it.
+lock, so the agent-facing event loop never waits on it. Every route, health included,
+answers only the stack's token (`undobench_gym.stack_auth`, from the process environment).
 """
 
 from __future__ import annotations
@@ -16,6 +17,7 @@ from pydantic import BaseModel
 
 from undobench_gym.contract import EpisodeStart, FaultPlan
 from undobench_gym.quiet_server import QuietServer
+from undobench_gym.stack_auth import TokenGuard, token_from_env
 
 from .state import STATE, EpisodeState
 
@@ -30,8 +32,11 @@ class RoutesIn(BaseModel):
     tools: list[dict[str, Any]]
 
 
-def create_control_app(state: EpisodeState) -> FastAPI:
+def create_control_app(state: EpisodeState, token: str | None = None) -> FastAPI:
+    """With `token`, every request must carry it (`Authorization: Bearer TOKEN`)."""
     app = FastAPI(title="UndoBench fault proxy control")
+    if token:
+        app.add_middleware(TokenGuard, token=token)
 
     @app.get("/control/health")
     def health() -> dict[str, Any]:
@@ -85,7 +90,7 @@ class ControlServer:
         if not port or self.server is not None:
             return
         config = uvicorn.Config(
-            create_control_app(self.state),
+            create_control_app(self.state, token_from_env("fault proxy control API")),
             host=ctx.options.undobench_control_host,
             port=port,
             log_level="warning",

@@ -26,7 +26,12 @@ FOLDERS = {
 LAYERS = ("contract", "services", "core", "agents", "evaluation", "harness")
 HARNESS = ("cli", "sweep", "runner", "executors")
 #: Pure utilities every process may use (no project imports of their own).
-CONTRACT = ("undobench_gym.contract", "undobench_gym.seeding", "undobench_gym.quiet_server")
+CONTRACT = (
+    "undobench_gym.contract",
+    "undobench_gym.seeding",
+    "undobench_gym.quiet_server",
+    "undobench_gym.stack_auth",
+)
 
 
 def layer_of(module: str) -> str:

@@ -1,5 +1,6 @@
 """The env's HTTP side: the stack's runtime, the agent-facing proxy, and the admin and
-control APIs (services' state and commit log, the proxy's episodes and wire log)."""
+control APIs (services' state and commit log, the proxy's episodes and wire log). Only the
+admin and control requests carry the stack's token; an agent's call never does."""
 
 from __future__ import annotations
 
@@ -41,7 +42,9 @@ class StackClient:
                 self._http = httpx.Client(timeout=harness)
                 for url in ep.admin_urls.values():
                     self._http.post(
-                        f"{url}/admin/config", json={"idempotency_mode": self.idempotency}
+                        f"{url}/admin/config",
+                        json={"idempotency_mode": self.idempotency},
+                        headers=ep.auth,
                     ).raise_for_status()
             except BaseException:
                 self.close()
@@ -55,7 +58,8 @@ class StackClient:
         return self._http
 
     def _json(self, method: str, url: str, **kw: Any) -> Any:
-        resp = self.http.request(method, url, **kw)
+        """An admin or control request: with the stack's token."""
+        resp = self.http.request(method, url, headers=self.runtime.endpoints.auth, **kw)
         resp.raise_for_status()
         return resp.json()
 
@@ -117,12 +121,13 @@ class StackClient:
         the admin port, so the proxy never numbers, faults or logs it (the path loses the
         proxy's routing prefix, the domain's name)."""
         path = req.path.removeprefix(f"/{self.domain}")
+        endpoints = self.runtime.endpoints
         return self.http.request(
             req.method,
-            self.runtime.endpoints.admin_urls[self.domain] + "/admin/writer" + path,
+            endpoints.admin_urls[self.domain] + "/admin/writer" + path,
             params=req.params,
             json=req.json,
-            headers=req.headers,
+            headers={**(req.headers or {}), **endpoints.auth},
         )
 
     def close(self) -> None:

@@ -20,6 +20,7 @@ from starlette.responses import Response
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
 from undobench_gym.contract import IDEMPOTENCY_MODES, LABEL_PREFIX
+from undobench_gym.stack_auth import TokenGuard
 
 from .actor import WRITER, WRITER_PREFIX, AsActor
 from .context import DomainService, ServiceContext, scalar_rows
@@ -230,11 +231,16 @@ def reset_state(ctx: ServiceContext, seed: int) -> None:
         ctx.domain.seed_files(ctx.data_dir, seed)
 
 
-def create_admin_app(ctx: ServiceContext, public: FastAPI | None = None) -> FastAPI:
+def create_admin_app(
+    ctx: ServiceContext, public: FastAPI | None = None, token: str | None = None
+) -> FastAPI:
     """The admin API; with `public`, also the public API under `/admin/writer`, on behalf
-    of the concurrent writer (never through the fault proxy, never the agent's calls)."""
+    of the concurrent writer (never through the fault proxy, never the agent's calls).
+    With `token`, every request (health and the writer's included) must carry it."""
     app = FastAPI(title=f"{ctx.domain.title} admin", version="1.0.0")
     app.state.ctx = ctx
+    if token:
+        app.add_middleware(TokenGuard, token=token)
     app.add_exception_handler(RequestValidationError, _validation_error)
     router = APIRouter(prefix="/admin")
 
@@ -287,6 +293,8 @@ def create_admin_app(ctx: ServiceContext, public: FastAPI | None = None) -> Fast
     return app
 
 
-def create_apps(domain: DomainService, ctx: ServiceContext) -> tuple[FastAPI, FastAPI]:
+def create_apps(
+    domain: DomainService, ctx: ServiceContext, token: str | None = None
+) -> tuple[FastAPI, FastAPI]:
     public = create_public_app(ctx)
-    return public, create_admin_app(ctx, public)
+    return public, create_admin_app(ctx, public, token)

@@ -6,6 +6,9 @@
 Prints one line ``READY <port> <admin_port>`` once both sockets listen, so a supervisor
 can bind port 0 the first time and pass the same ports again on a crash restart.
 
+The admin API answers only requests with the stack's token, which the runtime passes in
+the environment (``UNDOBENCH_STACK_TOKEN``, see `undobench_gym.stack_auth`).
+
 With ``--fork-server`` the process is a zygote: it imports everything and binds both
 sockets once, then forks the process that serves, and forks a fresh one each time that one
 exits (a crash point, a kill). A crashed service is back in tens of milliseconds instead of
@@ -42,6 +45,7 @@ from sqlalchemy.orm import Session
 
 from undobench_gym.contract import CRASH_EXIT_CODE
 from undobench_gym.quiet_server import QuietServer
+from undobench_gym.stack_auth import TOKEN_ENV, auth_headers, token_from_env
 
 from .. import DOMAIN_MODULES
 from .app import create_apps, reset_state
@@ -82,7 +86,7 @@ def _prepare(
         reset_state(ctx, args.seed)  # a local spin (docker compose) starts with data
     servers: list[uvicorn.Server] = [
         QuietServer(uvicorn.Config(app, log_level="warning", access_log=False, lifespan="off"))
-        for app in create_apps(domain, ctx)
+        for app in create_apps(domain, ctx, token_from_env("service admin API"))
     ]
     return ctx, servers
 
@@ -155,7 +159,10 @@ async def _warm(admin: Any) -> None:
     FastAPI's and pydantic's lazy set-up): ~25 ms of CPU a child would pay after each
     crash. Reads only: the data directory is left as it is."""
     transport = httpx.ASGITransport(app=admin)
-    async with httpx.AsyncClient(transport=transport, base_url="http://zygote") as client:
+    headers = auth_headers(os.environ.get(TOKEN_ENV))
+    async with httpx.AsyncClient(
+        transport=transport, base_url="http://zygote", headers=headers
+    ) as client:
         for path in ("/admin/health", "/admin/verdict"):  # what the env reads
             (await client.get(path)).raise_for_status()
 

@@ -47,11 +47,12 @@ def test_admin_and_control_apis_are_404_through_the_agent_url(
     env.reset(seed=1)
     ep = env.runtime.endpoints
     admin = ep.admin_urls[domain]
-    paths = list(httpx.get(f"{admin}/openapi.json").json()["paths"])
-    paths += list(httpx.get(f"{ep.control_url}/openapi.json").json()["paths"])
+    harness = httpx.Client(headers=ep.auth)  # the stack's token: the harness's requests only
+    paths = list(harness.get(f"{admin}/openapi.json").json()["paths"])
+    paths += list(harness.get(f"{ep.control_url}/openapi.json").json()["paths"])
     assert "/admin/reset" in paths and "/control/episode" in paths
-    before = httpx.get(f"{admin}/admin/state").json()["hash"]
-    episode = httpx.get(f"{ep.control_url}/control/health").json()["episode_id"]
+    before = harness.get(f"{admin}/admin/state").json()["hash"]
+    episode = harness.get(f"{ep.control_url}/control/health").json()["episode_id"]
     agent, port = ep.agent_url, int(ep.agent_url.rsplit(":", 1)[1])
     answers: dict[str, int] = {}
     for path in paths:
@@ -73,10 +74,11 @@ def test_admin_and_control_apis_are_404_through_the_agent_url(
     reached = {k: v for k, v in answers.items() if v != 404}
     assert not reached, reached
     # Nothing of it took effect: same state, same idempotency mode, same proxy episode.
-    assert httpx.get(f"{admin}/admin/state").json()["hash"] == before
-    mode = httpx.post(f"{admin}/admin/config", json={}).json()["idempotency_mode"]
+    assert harness.get(f"{admin}/admin/state").json()["hash"] == before
+    mode = harness.post(f"{admin}/admin/config", json={}).json()["idempotency_mode"]
     assert mode == env.server_idempotency
-    assert httpx.get(f"{ep.control_url}/control/health").json()["episode_id"] == episode
+    assert harness.get(f"{ep.control_url}/control/health").json()["episode_id"] == episode
+    harness.close()
     figures.add("isolation", f"admin_paths_{domain}", {"requests": len(answers), "not_404": 0})
 
 

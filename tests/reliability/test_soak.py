@@ -61,7 +61,7 @@ def test_docker_admin_relay_does_not_keep_what_it_relayed() -> None:
         admin = rt.start().admin_urls["payments"]
         rt._proxy.reload()
         pid = int(rt._proxy.attrs["State"]["Pid"])
-        with httpx.Client() as client:
+        with httpx.Client(headers=rt.endpoints.auth) as client:
             client.post(f"{admin}/admin/reset", json={"seed": 1}).raise_for_status()
             for _ in range(100):
                 client.get(f"{admin}/admin/state")

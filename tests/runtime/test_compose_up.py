@@ -1,6 +1,7 @@
 """The local spin for real: `docker-compose.yml` comes up, every domain answers on its agent
-port (through its fault proxy), its proxy control port and its admin port, and `down -v`
-leaves no container, network or volume of the project behind.
+port (through its fault proxy), its proxy control port and its admin port (those two only
+with the token from the environment), and `down -v` leaves no container, network or
+volume of the project behind.
 
 Uses `docker compose` (the v2 plugin) where present, else Debian's `docker-compose` 1.29,
 which `.ci/run` installs."""
@@ -18,11 +19,15 @@ from typing import Any
 import httpx
 import pytest
 
+from undobench_gym.stack_auth import TOKEN_ENV, auth_headers
+
 pytestmark = [pytest.mark.docker, pytest.mark.slow]
 
 COMPOSE_FILE = Path(__file__).resolve().parents[2] / "docker-compose.yml"
 PROJECT = "undobench-compose-test"
 PROJECT_LABEL = f"com.docker.compose.project={PROJECT}"
+TOKEN = "compose-test-token"
+AUTH = auth_headers(TOKEN)
 
 
 def _compose_command() -> list[str] | None:
@@ -43,11 +48,11 @@ def _ports() -> dict[str, dict[str, int]]:
     return {d: {"agent": int(a), "control": int(c), "admin": int(m)} for d, a, c, m in table}
 
 
-def _wait_ok(url: str, deadline: float) -> httpx.Response:
+def _wait_ok(url: str, deadline: float, headers: dict[str, str] | None = None) -> httpx.Response:
     last: Any = None
     while time.monotonic() < deadline:
         try:
-            resp = httpx.get(url, timeout=5)
+            resp = httpx.get(url, timeout=5, headers=headers)
             if resp.status_code == 200:
                 return resp
             last = resp.status_code
@@ -79,7 +84,12 @@ def compose(docker_client: Any) -> Any:
 
     def run(*args: str, timeout: float = 300) -> subprocess.CompletedProcess[str]:
         return subprocess.run(
-            [*base, *args], capture_output=True, text=True, timeout=timeout, check=False
+            [*base, *args],
+            capture_output=True,
+            text=True,
+            timeout=timeout,
+            check=False,
+            env={**os.environ, TOKEN_ENV: TOKEN},
         )
 
     yield run
@@ -108,8 +118,10 @@ def test_compose_up_serves_every_domain_and_down_leaves_nothing(
     assert up.returncode == 0, up.stderr[-3000:]
     deadline = time.monotonic() + 180
     for domain, p in ports.items():
-        health = _wait_ok(f"http://127.0.0.1:{p['admin']}/admin/health", deadline).json()
+        admin = f"http://127.0.0.1:{p['admin']}/admin/health"
+        health = _wait_ok(admin, deadline, AUTH).json()
         assert health["ok"] is True and health["domain"] == domain
+        assert httpx.get(admin, timeout=5).status_code == 401  # no token, no answer
         # the agent's port is the fault proxy in front of the service's public API
         agent = f"http://127.0.0.1:{p['agent']}/{domain}"
         doc = _wait_ok(f"{agent}/openapi.json", deadline).json()
@@ -122,7 +134,9 @@ def test_compose_up_serves_every_domain_and_down_leaves_nothing(
         ]
         assert reads, f"{domain}: no read without parameters in its API document"
         _wait_ok(agent + reads[0], deadline)  # a real call, through the proxy
-        _wait_ok(f"http://127.0.0.1:{p['control']}/control/health", deadline)
+        control = f"http://127.0.0.1:{p['control']}/control/health"
+        _wait_ok(control, deadline, AUTH)
+        assert httpx.get(control, timeout=5).status_code == 401
     published = {
         port["HostIp"]
         for c in docker_client.containers.list(filters={"label": PROJECT_LABEL})

@@ -171,8 +171,10 @@ def test_unplanned_exits_count_kills_but_not_crash_points() -> None:
         rt.wait_healthy(probe=True)
         assert rt.unplanned_exits == 2 and rt.exits[-1] == ("proxy", 137)
         assert rt.restarts == 3 and rt.endpoints == endpoints
-        assert httpx.get(f"{endpoints.admin_urls['payments']}/admin/health").status_code == 200
-        assert httpx.get(f"{endpoints.control_url}/control/health").status_code == 200
+        admin = endpoints.admin_urls["payments"]
+        for url in (f"{admin}/admin", f"{endpoints.control_url}/control"):
+            assert httpx.get(f"{url}/health", headers=endpoints.auth).status_code == 200
+            assert httpx.get(f"{url}/health").status_code == 401  # the stack's token only
         again = run_episode(
             env, ScriptedAgent(), seed=2, workflow="pay-split-payout", fault="crash-mid-batch"
         )

@@ -50,7 +50,7 @@ def test_close_leaves_no_process_or_port_and_is_idempotent() -> None:
         int(u.rsplit(":", 1)[1]) for u in (ep.agent_url, ep.control_url, *ep.admin_urls.values())
     ]
     assert all(_alive(p) for p in pids)
-    assert httpx.get(f"{ep.admin_urls['payments']}/admin/health").json()["ok"]
+    assert httpx.get(f"{ep.admin_urls['payments']}/admin/health", headers=ep.auth).json()["ok"]
     workdir = rt.workdir
     rt.close()
     rt.close()
@@ -94,25 +94,53 @@ def test_context_manager_closes_on_exceptions() -> None:
     assert pids and not any(_alive(p) for p in pids)
 
 
-def test_killed_service_is_restarted_with_its_data() -> None:
+def test_admin_and_control_apis_answer_only_the_stacks_token() -> None:
+    """Every admin and control path (health and API documents included) is 401 without
+    the stack's token or with another; the agent's URL needs none."""
     with ProcessRuntime("payments") as rt:
+        ep = rt.endpoints
+        admin, control = ep.admin_urls["payments"], ep.control_url
+        paths = [f"{admin}/admin/{p}" for p in ("health", "state", "commit-log", "verdict")] + [
+            f"{admin}/openapi.json",
+            f"{admin}/admin/writer/v1/customers",
+        ]
+        paths += [f"{control}/control/{p}" for p in ("health", "wire")] + [f"{control}/docs"]
+        for url in paths:
+            for headers in ({}, {"Authorization": "Bearer not-the-token"}):
+                assert httpx.get(url, headers=headers).status_code == 401, (url, headers)
+            assert httpx.get(url, headers=ep.auth).status_code == 200, url
+        for url, body in (
+            (f"{admin}/admin/reset", {"seed": 2}),
+            (f"{control}/control/episode", {"episode_id": "x"}),
+        ):
+            assert httpx.post(url, json=body).status_code == 401
+        assert httpx.get(f"{ep.agent_url}/payments/v1/customers").status_code == 200
+        assert len(ep.token) >= 32 and ep.token not in repr(ep)
+        # the token is in no command line (any local user reads those)
+        for pid in rt.process_pids():
+            assert ep.token.encode() not in Path(f"/proc/{pid}/cmdline").read_bytes()
+        assert rt.workdir.stat().st_mode & 0o077 == 0
+
+
+def test_killed_service_is_restarted_with_its_data() -> None:
+    with ProcessRuntime("payments") as rt, httpx.Client(headers=rt.endpoints.auth) as http:
         admin = rt.endpoints.admin_urls["payments"]
-        httpx.post(f"{admin}/admin/reset", json={"seed": 4}).raise_for_status()
-        before = httpx.get(f"{admin}/admin/state").json()["hash"]
-        old_pid = httpx.get(f"{admin}/admin/health").json()["pid"]
+        http.post(f"{admin}/admin/reset", json={"seed": 4}).raise_for_status()
+        before = http.get(f"{admin}/admin/state").json()["hash"]
+        old_pid = http.get(f"{admin}/admin/health").json()["pid"]
         os.kill(old_pid, signal.SIGKILL)
         time.sleep(0.3)
         rt.wait_healthy(timeout=20)
         deadline = time.monotonic() + 10
         while True:
             try:
-                health = httpx.get(f"{admin}/admin/health").json()
+                health = http.get(f"{admin}/admin/health").json()
                 break
             except httpx.HTTPError:
                 assert time.monotonic() < deadline
                 time.sleep(0.05)
         assert health["pid"] != old_pid and rt.restarts == 1
-        assert httpx.get(f"{admin}/admin/state").json()["hash"] == before
+        assert http.get(f"{admin}/admin/state").json()["hash"] == before
         assert rt.unplanned_exits == 1 and rt.service_exits == [-signal.SIGKILL]
 
 
@@ -127,7 +155,9 @@ def test_a_killed_proxy_is_unplanned_and_keeps_its_tool_table() -> None:
         assert rt.unplanned_exits == 1
         # The restarted proxy still names calls by tool (the table is on its command line).
         httpx.get(f"{rt.endpoints.agent_url}/payments/v1/customers")
-        wire = httpx.get(f"{rt.endpoints.control_url}/control/wire").json()
+        wire = httpx.get(
+            f"{rt.endpoints.control_url}/control/wire", headers=rt.endpoints.auth
+        ).json()
         assert [e["tool"] for e in wire["events"]] == ["list_customers"]
 
 
@@ -221,7 +251,8 @@ def test_a_port_taken_before_the_child_binds_it_is_chosen_again(
         with ProcessRuntime("payments") as rt:
             ep = rt.start()
             assert str(taken) not in ep.agent_url + ep.control_url
-            assert httpx.get(f"{ep.admin_urls['payments']}/admin/health").json()["ok"]
+            health = httpx.get(f"{ep.admin_urls['payments']}/admin/health", headers=ep.auth)
+            assert health.json()["ok"]
             assert list(rt.workdir.glob("*.port-taken-0.log"))
     finally:
         squatter.close()

@@ -3,11 +3,12 @@
 from __future__ import annotations
 
 from abc import ABC, abstractmethod
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from types import TracebackType
 
 from ..contract import CRASH_EXIT_CODE
 from ..errors import StackStartError
+from ..stack_auth import auth_headers
 
 __all__ = ["CRASH_EXIT_CODE", "Runtime", "StackEndpoints"]
 
@@ -17,6 +18,13 @@ class StackEndpoints:
     agent_url: str  # the fault proxy: the only way in for the agent
     control_url: str  # the proxy's control API
     admin_urls: dict[str, str]  # service name -> admin API base URL (never proxied)
+    #: The stack's secret: the admin and control APIs answer only requests with it.
+    token: str = field(default="", repr=False)
+
+    @property
+    def auth(self) -> dict[str, str]:
+        """The header every admin and control request carries (never an agent's call)."""
+        return auth_headers(self.token)
 
 
 class Runtime(ABC):

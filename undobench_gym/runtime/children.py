@@ -269,7 +269,11 @@ def _wait_exited(pid: int, timeout: float) -> None:
         time.sleep(0.002)
 
 
-def spawn(cmd: list[str], log: Path, capture_stdout: bool) -> subprocess.Popen[bytes]:
+def spawn(
+    cmd: list[str], log: Path, capture_stdout: bool, env: dict[str, str] | None = None
+) -> subprocess.Popen[bytes]:
+    """`env`: variables on top of this process's (a stack's token: never on the command
+    line, which any local user can read)."""
     with log.open("ab") as err:
         return SPAWNER.popen(
             cmd,
@@ -278,7 +282,7 @@ def spawn(cmd: list[str], log: Path, capture_stdout: bool) -> subprocess.Popen[b
             stderr=err,
             start_new_session=True,
             preexec_fn=_die_with_parent,
-            env={**os.environ, "PYTHONUNBUFFERED": "1", STACK_PROCESS_ENV: "1"},
+            env={**os.environ, "PYTHONUNBUFFERED": "1", STACK_PROCESS_ENV: "1", **(env or {})},
         )
 
 

@@ -4,8 +4,9 @@ Per stack: an `internal` network (no route out of it) holding the service contai
 which publishes nothing; the proxy container sits on that network and on an edge
 bridge, and publishes on 127.0.0.1 only its agent port, its control port, and a raw TCP
 relay to the service's admin port (so the admin API is reachable from the host but never
-through the agent's HTTP route). Every container, network and volume carries labels;
-`gc()` removes leftovers by label.
+through the agent's HTTP route). The admin and control APIs answer only the stack's token,
+made here and passed to both containers in their environment. Every container, network
+and volume carries labels; `gc()` removes leftovers by label.
 
 Restarts are ours, not the engine's: both containers have restart policy "no", and
 `wait_healthy(probe=True)` (which the env calls after any failed call, at each reset and
@@ -38,9 +39,6 @@ from __future__ import annotations
 import atexit
 import contextlib
 import json
-import logging
-import shutil
-import subprocess
 import threading
 import time
 import uuid
@@ -53,17 +51,16 @@ from docker.types import EndpointConfig
 
 from .. import catalog
 from ..errors import StackStartError, StackUnhealthyError
+from ..stack_auth import TOKEN_ENV, auth_headers, new_token
 from .base import CRASH_EXIT_CODE, Runtime, StackEndpoints
 from .children import PORT_ATTEMPTS, free_port, restart_mode
+from .hostrule import HostInputDrop, bridge_name
 from .images import LABEL, PROJECT, current_image, docker_client
 
 STACK_LABEL = "io.undobench.stack"
 ROLE_LABEL = "io.undobench.role"
 SERVICE_PORT, ADMIN_PORT, AGENT_PORT, CONTROL_PORT = 8000, 9000, 8080, 8081
 READY_TIMEOUT_S = 60.0
-
-log = logging.getLogger(__name__)
-_warned: set[str] = set()
 
 
 def _labels(stack: str, role: str) -> dict[str, str]:
@@ -75,59 +72,6 @@ def _logs(container: Any, lines: int = 30) -> str:
         return str(container.logs(tail=lines).decode(errors="replace"))
     except Exception:
         return "(no logs)"
-
-
-def _warn_once(key: str, message: str) -> None:
-    if key not in _warned:
-        _warned.add(key)
-        log.warning(message)
-
-
-def _iptables(*args: str) -> subprocess.CompletedProcess[str] | None:
-    """Run `iptables -w ARGS`; None where it is not installed or cannot run."""
-    exe = shutil.which("iptables")
-    if exe is None:
-        return None
-    try:
-        return subprocess.run([exe, "-w", *args], capture_output=True, text=True, timeout=30)
-    except (OSError, subprocess.SubprocessError):
-        return None
-
-
-class HostInputDrop:
-    """The INPUT rule dropping whatever enters the host from one internal bridge."""
-
-    def __init__(self, bridge: str) -> None:
-        self.bridge = bridge
-        self.spec = ["INPUT", "-i", bridge, "-j", "DROP"]
-
-    def install(self) -> bool:
-        proc = _iptables("-I", *self.spec)
-        if proc is None or proc.returncode != 0:
-            why = (
-                "not found or not runnable"
-                if proc is None
-                else proc.stderr.strip() or str(proc.returncode)
-            )
-            _warn_once(
-                "iptables",
-                f"iptables failed ({why}): docker stacks run without the INPUT rule that "
-                "keeps service containers from reaching the host through their bridge's "
-                "gateway address (run as root with iptables to have it)",
-            )
-            return False
-        return True
-
-    def remove(self) -> None:
-        """Delete every copy of the rule (a crashed run may have left one)."""
-        for _ in range(16):
-            proc = _iptables("-D", *self.spec)
-            if proc is None or proc.returncode != 0:
-                return
-
-
-def _bridge(network: Any) -> str:
-    return "br-" + str(network.id)[:12]
 
 
 class DockerRuntime(Runtime):
@@ -148,7 +92,8 @@ class DockerRuntime(Runtime):
         self._last_exit: dict[str, str] = {}  # role -> State.FinishedAt of the exit counted
         self._fork_exits: tuple[str, int] = ("", 0)  # (fork server boot id, exits counted)
         self.exits: list[tuple[str, int]] = []  # (role, exit code), in the order seen
-        self._http = httpx.Client(timeout=5.0)
+        self.token = new_token()  # the admin and control APIs answer only this
+        self._http = httpx.Client(timeout=5.0, headers=auth_headers(self.token))
         self._finalizer = weakref.finalize(self, DockerRuntime._remove, self._objects)
         atexit.register(self._finalizer)
 
@@ -187,7 +132,7 @@ class DockerRuntime(Runtime):
             labels=_labels(sid, "internal"),
         )
         self._objects.append(internal)
-        drop = HostInputDrop(_bridge(internal))
+        drop = HostInputDrop(bridge_name(internal))
         if drop.install():
             self._objects.append(drop)
         edge = self.client.networks.create(
@@ -219,6 +164,7 @@ class DockerRuntime(Runtime):
                 internal.name: EndpointConfig(version=self.client.api._version, aliases=[d])
             },
             volumes={volume.name: {"bind": "/data", "mode": "rw"}},
+            environment={TOKEN_ENV: self.token},
             restart_policy={"Name": "no"},
             detach=True,
         )
@@ -229,6 +175,7 @@ class DockerRuntime(Runtime):
             agent_url=f"http://127.0.0.1:{ports[AGENT_PORT]}",
             control_url=f"http://127.0.0.1:{ports[CONTROL_PORT]}",
             admin_urls={d: f"http://127.0.0.1:{ports[ADMIN_PORT]}"},
+            token=self.token,
         )
         self._endpoints = endpoints
         deadline = time.monotonic() + READY_TIMEOUT_S
@@ -279,6 +226,7 @@ class DockerRuntime(Runtime):
                 labels=_labels(sid, "proxy"),
                 network=edge.name,
                 ports={f"{p}/tcp": ("127.0.0.1", host) for p, host in ports.items()},
+                environment={TOKEN_ENV: self.token},
                 restart_policy={"Name": "no"},
                 detach=True,
             )
@@ -391,7 +339,7 @@ def gc(client: Any | None = None, stack: str | None = None) -> dict[str, int]:
             n.remove()
             counts["networks"] += 1
             if internal:
-                HostInputDrop(_bridge(n)).remove()
+                HostInputDrop(bridge_name(n)).remove()
     for v in client.volumes.list(filters=selector):
         with contextlib.suppress(Exception):
             v.remove(force=True)

@@ -1,6 +1,8 @@
 """The process runtime: services and the fault proxy as supervised local subprocesses.
 
-Everything listens on 127.0.0.1. A service that exits (an armed crash point, or a real
+Everything listens on 127.0.0.1; the admin and control APIs answer only the stack's token
+(made here, passed in the children's environment), and the workdir (data, logs) is mode
+0700. A service that exits (an armed crash point, or a real
 crash) is restarted on the same ports with the same data directory, so the partial state
 it left stays visible. By default the service runs as a fork server (see
 `envs/_service/server.py`): its zygote forks a fresh server process in milliseconds and
@@ -31,6 +33,7 @@ import httpx
 
 from .. import catalog
 from ..errors import StackStartError, StackUnhealthyError
+from ..stack_auth import TOKEN_ENV, auth_headers, new_token
 from .base import CRASH_EXIT_CODE, Runtime, StackEndpoints
 from .children import (
     OWNER_FILE,
@@ -92,7 +95,10 @@ class ProcessRuntime(Runtime):
         self._own_dir = workdir is None
         if self._own_dir:
             remove_stale_workdirs()
-        self._http = httpx.Client(timeout=5.0)  # before the workdir: nothing slow after it
+        self.token = new_token()  # the admin and control APIs answer only this
+        # before the workdir: nothing slow after it
+        self._http = httpx.Client(timeout=5.0, headers=auth_headers(self.token))
+        # mkdtemp's directory is 0700: no other user reads the data, the logs or the plan
         self.workdir = Path(workdir or tempfile.mkdtemp(prefix=f"{WORKDIR_PREFIX}{domain}-"))
         if self._own_dir:
             try:
@@ -143,6 +149,7 @@ class ProcessRuntime(Runtime):
                 agent_url=f"http://127.0.0.1:{proxy_port}",
                 control_url=f"http://127.0.0.1:{control_port}",
                 admin_urls={self.domain: f"http://127.0.0.1:{admin_port}"},
+                token=self.token,
             )
             self._supervisor = threading.Thread(
                 target=self._supervise, daemon=True, name=f"undobench-supervisor-{self.domain}"
@@ -195,7 +202,9 @@ class ProcessRuntime(Runtime):
         if self.restart_mode == "fork":
             cmd.append("--fork-server")
         self._service.serving_pid = None
-        self._service.proc = spawn(cmd, self._service.log, capture_stdout=True)
+        self._service.proc = spawn(
+            cmd, self._service.log, capture_stdout=True, env={TOKEN_ENV: self.token}
+        )
         self._service.ports = ports
 
     def _await_service(self) -> None:
@@ -234,7 +243,9 @@ class ProcessRuntime(Runtime):
         cmd = proxy_command(
             self.domain, svc_port, proxy_port, control_port, self.workdir / "mitmproxy"
         )
-        self._proxy.proc = spawn(cmd, self._proxy.log, capture_stdout=False)
+        self._proxy.proc = spawn(
+            cmd, self._proxy.log, capture_stdout=False, env={TOKEN_ENV: self.token}
+        )
         self._proxy.ports = (proxy_port, control_port)
 
     def _await_proxy(self) -> None:
