@@ -16,6 +16,7 @@ wherever the fault run succeeded: the summary says so.
 from __future__ import annotations
 
 import csv
+import json
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -193,3 +194,104 @@ def import_reference(path: Path, out: Path) -> dict[str, int]:
                 written += 1
             writer.write(r)
     return {"rows": len(records), "written": written, "files": len(csv_files(path))}
+
+
+# --- the published data's known defects, and the figures without them --------------------
+
+#: The reference's README: in RB-CLOUD-004 the fault never fired (a per-tool call counter
+#: bug), and RB-STOR-005's control never succeeded (a bug fixed after the data were made).
+NEVER_FIRED = "RB-CLOUD-004"
+FAILED_CONTROL = "RB-STOR-005"
+HEADLINE = "rb3c_test_summary.json"
+
+
+def no_trace_of_fault(records: list[dict[str, Any]]) -> bool:
+    """Whether NEVER_FIRED's rows agree with a fault that never fired: there are some, and
+    every fault run ended as its control did, with no duplicate and no missing effect. (In
+    the during-mutation study its fault runs duplicated: there it fired, and is kept.)"""
+    rows = [r for r in records if r["workflow"] == NEVER_FIRED]
+    return bool(rows) and all(
+        r["fault"]["success"] == r["control"]["success"]
+        and not r["fault"]["effects"].get("duplicates")
+        and not r["fault"]["effects"].get("missing")
+        for r in rows
+    )
+
+
+def caveat(record: dict[str, Any], never_fired: bool) -> str | None:
+    """Which known defect a reference record falls under, or None."""
+    if never_fired and record["workflow"] == NEVER_FIRED:
+        return f"{NEVER_FIRED}: fault never fired"
+    if record["workflow"] == FAILED_CONTROL and not record["control"]["success"]:
+        return f"{FAILED_CONTROL}: control failed"
+    return None
+
+
+def adjusted(records: list[dict[str, Any]]) -> tuple[list[dict[str, Any]], dict[str, int]]:
+    """One study's records without the defective rows, and how many rows each defect
+    took out."""
+    never_fired = no_trace_of_fault(records)
+    kept: list[dict[str, Any]] = []
+    dropped: dict[str, int] = {}
+    for r in records:
+        why = caveat(r, never_fired)
+        if why is None:
+            kept.append(r)
+        else:
+            dropped[why] = dropped.get(why, 0) + 1
+    return kept, dropped
+
+
+def _pooled(tasks: list[dict[str, Any]]) -> dict[str, dict[str, Any]]:
+    pairs = sum(int(t["pairs"]) for t in tasks)
+    ctrl = sum(int(t["ctrl_success"]) for t in tasks)
+    fault = sum(int(t["fault_success"]) for t in tasks)
+    both = sum(int(t["crsr_success"]) for t in tasks)
+    counts = {"control_rate": (ctrl, pairs), "rsr": (fault, pairs), "crsr": (both, ctrl)}
+    return {
+        k: {"num": n, "den": d, "value": round(n / d, 6) if d else None}
+        for k, (n, d) in counts.items()
+    }
+
+
+def headline(root: Path) -> dict[str, Any] | None:
+    """The headline study's pooled figures (TEST split, methods B0/B2/B5 together) as
+    published and adjusted, from its per-task counts (its rows were never published):
+    without RB-CLOUD-004 where its counts show no trace of the fault (every fault run
+    succeeded exactly where the control did) and without RB-STOR-005's failed controls
+    (and any fault success among them). `printed` is what the summary itself printed."""
+    path = root / HEADLINE
+    if not path.is_file():
+        return None
+    summary = json.loads(path.read_text(encoding="utf-8"))
+    by_task = summary["by_task"]
+    kept: list[dict[str, Any]] = []
+    dropped: dict[str, int] = {}
+    detail: dict[str, str] = {}
+    for task, t in sorted(by_task.items()):
+        n, ctrl = int(t["pairs"]), int(t["ctrl_success"])
+        if task == NEVER_FIRED and int(t["fault_success"]) == int(t["crsr_success"]) == ctrl:
+            dropped[f"{NEVER_FIRED}: fault never fired"] = n
+            detail[NEVER_FIRED] = (
+                f"{n} pairs; {t['crsr_success']} of its {ctrl} capable pairs counted as recovered"
+            )
+            continue
+        if task == FAILED_CONTROL and ctrl < n:
+            dropped[f"{FAILED_CONTROL}: control failed"] = n - ctrl
+            detail[FAILED_CONTROL] = f"{n} pairs; control succeeded in {ctrl}"
+            t = {**t, "pairs": ctrl, "fault_success": t["crsr_success"]}
+        kept.append(t)
+    primary = summary["primary_outcomes"]
+    names = {
+        "control_rate": "p1_ctrl_success_rate",
+        "rsr": "p2_unconditional_rsr",
+        "crsr": "p3_conditional_crsr",
+    }
+    return {
+        "published": _pooled(list(by_task.values())),
+        "adjusted": _pooled(kept),
+        "dropped": dropped,
+        "detail": detail,
+        "printed": {k: float(primary[v]["rate"]) for k, v in names.items()},
+        "tasks": sorted(by_task),
+    }

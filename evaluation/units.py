@@ -112,11 +112,15 @@ def effective(pairs: Sequence[Pair], flags: Sequence[tuple[int, int]]) -> dict[s
     }
 
 
+def _n(count: int, noun: str) -> str:
+    return f"{count} {noun}{'' if count == 1 else 's'}"
+
+
 def effective_text(e: dict[str, Any] | None) -> str:
-    """'12 workflows, 33 cells (seeds copy each other: 33 units)' for a table cell."""
+    """'12 workflows, 33 cells; seeds copy: 33 units' for a table cell."""
     if not e:
         return "-"
-    head = f"{e['clusters']} wf, {e['cells']} cells"
+    head = f"{_n(e['clusters'], 'workflow')}, {_n(e['cells'], 'cell')}"
     if e["deterministic"]:
-        return f"{head}; seeds copy: {e['units']} units"
-    return f"{head}; {e['distinct_outcomes']} distinct; {e['units']} pairs"
+        return f"{head}; seeds copy: {_n(e['units'], 'unit')}"
+    return f"{head}; {e['distinct_outcomes']} distinct; {_n(e['units'], 'pair')}"

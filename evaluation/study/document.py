@@ -12,6 +12,7 @@ from typing import Any
 from undobench_gym.errors import UndoBenchError
 
 from ..indicators import is_infra_error
+from ..reference import headline
 from . import model_part, tables
 from .manifest import MANIFEST, build_manifest
 from .render import (
@@ -30,16 +31,20 @@ from .spec import Study
 READING = "reading.md"
 
 
-def fill(text: str, main: PartRun) -> str:
+def fill(text: str, main: PartRun, extra: dict[str, str] | None = None) -> str:
     """The reading's `{{metric:method}}` and `{{metric:method:BOUNDARY}}` placeholders,
-    replaced by the figures of the main part, so that its prose cannot drift from the data.
-    An unknown one is an error, not a blank."""
+    replaced by the figures of the main part, so that its prose cannot drift from the data;
+    `extra` names further figures (`{{crsr:paper-adjusted}}`, `{{h1:all}}`: the section
+    beside the paper computes them). An unknown one is an error, not a blank."""
+    named = extra or {}
     valid = [p for p in main.pairs if not is_infra_error(p)]
     applied = bool(main.summary["overall"]["conditioning"]["applied"])
     grids: dict[str, dict[tuple[str, str], Any]] = {}
 
     def value(m: re.Match[str]) -> str:
         metric, method, boundary = m.group(1), m.group(2), m.group(3)
+        if boundary is None and f"{metric}:{method}" in named:
+            return named[f"{metric}:{method}"]
         if boundary is None:
             by = main.summary["by"]["method"].get(method)
             if by is None or metric not in by:
@@ -140,7 +145,9 @@ def render_study(
     rel = doc.stem
     lines = _design(study, loaded, command)
     lines += _main_sections(main, rel)
-    lines += _paper_sections(main, reference, figures, rel)
+    paper_lines, facts = _paper_sections(main, reference, figures, rel)
+    lines += paper_lines
+    head = headline(reference) if reference is not None and reference.is_dir() else None
     for p in study.parts:
         run = loaded[p.name]
         if p.role == "runtime" and run is not None and p.compare_with:
@@ -156,10 +163,11 @@ def render_study(
                 run.pairs,
                 main.pairs,
                 notes.read_text(encoding="utf-8") if notes.is_file() else "",
+                paper=head,
             )
     reading = study_dir / READING
     if reading.is_file():
-        lines += ["", fill(reading.read_text(encoding="utf-8"), main).rstrip()]
+        lines += ["", fill(reading.read_text(encoding="utf-8"), main, facts).rstrip()]
     lines += [
         "",
         "## Verifying a copy",

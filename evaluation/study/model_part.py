@@ -5,7 +5,8 @@ recovery gap with a paired, task-clustered interval.
 Every rate comes from `metrics.rate` (the report's own code). A sampled model's pairs are
 replicates only across seeds *and* tasks, so intervals resample workflows (clusters); with
 fewer than MIN_CLUSTERS workflows in a cell no bootstrap is shown, only Wilson's interval
-over pairs, marked as such.
+over pairs, marked as such. The paper's headline beside it comes from the reference data
+(`reference.headline`), as published and adjusted for the data's known defects.
 """
 
 from __future__ import annotations
@@ -17,15 +18,10 @@ import numpy as np
 
 from ..indicators import Pair, control_ok, exclusion, is_infra_error
 from ..metrics import BOOTSTRAP_RESAMPLES, BOOTSTRAP_SEED, rate
-from ..stats import cluster_bootstrap, ratio_diff, wilson
+from ..stats import MIN_CLUSTERS, cluster_bootstrap, ratio_diff, wilson
 from .tables import ci, num
 
-#: below this many workflows a task-clustered bootstrap is not an interval worth printing
-MIN_CLUSTERS = 5
 RECOVERY = ("control_rate", "crsr", "crsr_aware", "der", "uer")
-#: the paper's headline (its TEST split, B-methods pooled; reference data): control success
-#: among capable pairs and CRSR, as published and without RB-CLOUD-004's never-fired rows
-PAPER_HEADLINE = {"control_rate": 0.835, "crsr": 0.467, "crsr_adjusted": 0.408}
 
 
 def scored(p: Pair) -> bool:
@@ -38,10 +34,10 @@ def _rate(pairs: list[Pair], metric: str) -> str:
     r = rate(pairs, metric, condition=True)
     if r["value"] is None:
         return "-"
-    clusters = len({p["workflow"] for p in pairs})
-    if clusters >= MIN_CLUSTERS and r["bootstrap"] is not None:
+    if r["bootstrap"] is not None:  # only from MIN_CLUSTERS workflows up (metrics.rate)
         return f"{num(r['value'])} {ci(r['bootstrap'])}"
-    return f"{num(r['value'])} {ci(r['wilson'])}w"
+    units = (r.get("effective") or {}).get("wilson") or r["wilson"]  # cells when seeds copy
+    return f"{num(r['value'])} {ci(units)}w"
 
 
 def gap(pairs: list[Pair]) -> dict[str, Any]:
@@ -133,9 +129,14 @@ def recovery_by(pairs: list[Pair], key: str) -> list[str]:
     return lines
 
 
-def beside_scripted(pairs: list[Pair], scripted: list[Pair], methods: Iterable[str]) -> list[str]:
+def beside_scripted(
+    pairs: list[Pair],
+    scripted: list[Pair],
+    methods: Iterable[str],
+    paper: dict[str, Any] | None = None,
+) -> list[str]:
     """The model's figures beside the scripted agent's on the same workflows and methods,
-    and the paper's headline."""
+    and the paper's headline (`reference.headline`: as published and adjusted)."""
     workflows = {p["workflow"] for p in pairs}
     lines = [
         "| who | control_rate | crsr | crsr_aware | der | gap |",
@@ -159,17 +160,28 @@ def beside_scripted(pairs: list[Pair], scripted: list[Pair], methods: Iterable[s
             continue
         row = [_rate(group, m) for m in ("control_rate", "crsr", "crsr_aware", "der")]
         lines.append(f"| {label} | " + " | ".join(row) + f" | {_gap_text(group)} |")
-    h = PAPER_HEADLINE
-    lines.append(
-        f"| the paper (published; TEST, capable pairs) | {num(h['control_rate'])} | "
-        f"{num(h['crsr'])} ({num(h['crsr_adjusted'])} without RB-CLOUD-004's never-fired "
-        f"rows) | - | - | {num(h['control_rate'] - h['crsr'])} |"
-    )
-    return lines
+    if paper is None:
+        return lines
+    for label, h in (("published", paper["published"]), ("adjusted", paper["adjusted"])):
+        ctrl, crsr = h["control_rate"]["value"], h["crsr"]["value"]
+        gap_text = "-" if ctrl is None or crsr is None else num(ctrl - crsr)
+        lines.append(
+            f"| the paper ({label}; TEST, methods pooled) | {num(ctrl)} | {num(crsr)} "
+            f"| - | - | {gap_text} |"
+        )
+    out = ", ".join(f"{k} ({v} pairs)" for k, v in paper["dropped"].items())
+    return [*lines, "", f"The paper adjusted: without {out}."]
 
 
-def section(title: str, pairs: list[Pair], scripted: list[Pair] | None, notes: str) -> list[str]:
-    """The markdown of one model part."""
+def section(
+    title: str,
+    pairs: list[Pair],
+    scripted: list[Pair] | None,
+    notes: str,
+    *,
+    paper: dict[str, Any] | None = None,
+) -> list[str]:
+    """The markdown of one model part; `paper` the headline from `reference.headline`."""
     valid = [p for p in pairs if not is_infra_error(p)]
     infra = len(pairs) - len(valid)
     n_scored = sum(scored(p) for p in valid)
@@ -185,7 +197,8 @@ def section(title: str, pairs: list[Pair], scripted: list[Pair] | None, notes: s
         f"{prefix_diverged} pairs whose control and fault episodes diverged before the fault "
         "(sampling on a server that batches and caches prompts is not bit-reproducible: "
         "docs/agents.md). Rates: value [95 % task-clustered bootstrap]; `w` marks a Wilson "
-        f"interval over pairs where fewer than {MIN_CLUSTERS} workflows make a cell. Gap = "
+        f"interval where fewer than {MIN_CLUSTERS} workflows make a cell, over the "
+        "independent units (pairs; cells when every cell's seeds end alike). Gap = "
         "control_rate - crsr over the scored pairs, bootstrapped as a paired difference.",
         "",
         "### Competence: control successes per workflow",
@@ -209,7 +222,7 @@ def section(title: str, pairs: list[Pair], scripted: list[Pair] | None, notes: s
             "",
             "### Beside the scripted agent and the paper",
             "",
-            *beside_scripted(pairs, scripted, methods),
+            *beside_scripted(pairs, scripted, methods, paper),
         ]
     if notes:
         lines += ["", notes.strip()]

@@ -5,6 +5,12 @@ models M3/M4, frameworks F1/F2), recomputed here with our own metric code and in
 (their point estimates are plain counts, so they reproduce exactly), and the headline
 study's own summary (models M1/M2; its raw rows were never published), whose per-method
 point estimates are taken as printed, without intervals.
+
+Each raw figure comes as published and **adjusted**: without the rows of the data's two
+known defects (reference.py: RB-CLOUD-004 where its fault never fired, RB-STOR-005's failed
+controls), computed from the same rows. The headline's per-method figures cannot be
+adjusted (its per-task counts are not split by method); its pooled figures can
+(`reference.headline`).
 """
 
 from __future__ import annotations
@@ -16,7 +22,7 @@ from typing import Any
 
 from ..indicators import Pair
 from ..metrics import rate
-from ..reference import iter_records
+from ..reference import adjusted, iter_records
 
 LOST_ACK = "POST_MUTATION_PRE_ACK"
 #: study -> (declared boundary, what the reference says of it)
@@ -47,6 +53,11 @@ class PaperFigure:
     den: int | None
     ci: tuple[float, float] | None  # task-clustered bootstrap (recomputed), or None
     note: str
+    #: the same figure without the known defects' rows (None: cannot be computed)
+    adjusted: dict[str, Any] | None = None
+    dropped: int = 0
+    #: why `ci` is None although the rows were published (fewer than 5 tasks)
+    ci_reason: str | None = None
 
 
 def _ci(r: dict[str, Any]) -> tuple[float, float] | None:
@@ -60,12 +71,16 @@ def _raw_figures(root: Path) -> list[PaperFigure]:
         path = root / study / "raw" / "matrix.csv"
         if not path.is_file():
             continue
+        records = list(iter_records(path))
+        kept = {id(r) for r in adjusted(records)[0]}
         by_method: dict[str, list[Pair]] = {}
-        for r in iter_records(path):
+        for r in records:
             by_method.setdefault(METHODS.get(r["method"], r["method"]), []).append(r)
         for method, pairs in sorted(by_method.items()):
+            clean = [p for p in pairs if id(p) in kept]
             for metric in METRICS:
                 r = rate(pairs, metric, condition=False)
+                fixed = rate(clean, metric, condition=False)
                 out.append(
                     PaperFigure(
                         study,
@@ -77,6 +92,9 @@ def _raw_figures(root: Path) -> list[PaperFigure]:
                         r["den"],
                         _ci(r),
                         note,
+                        fixed,
+                        len(pairs) - len(clean),
+                        r["bootstrap_reason"],
                     )
                 )
     return out

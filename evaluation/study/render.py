@@ -17,11 +17,14 @@ from typing import Any
 from undobench_gym.trials import read_trials
 
 from ..indicators import Pair, is_infra_error
+from ..metrics import BOOTSTRAP_RESAMPLES
+from ..reference import headline
 from ..report import write_reports
-from ..report_sections import contrast_lines, pass_k_lines, tost_lines
+from ..report_sections import FEW, contrast_lines, pass_k_lines, tost_lines
 from ..run_meta import META_FILE
+from ..stats import MIN_CLUSTERS
 from ..summary import summarize
-from . import tables
+from . import comparison, tables
 from .paper import paper_figures
 from .plots import paper_plot
 from .spec import Part, Study
@@ -32,7 +35,7 @@ PLOTS = ("crsr_by_method_boundary.png", "recovery_as_planned.png")
 BY_METHOD = ("control_rate", "crsr", "crsr_aware", "der", "uer", "mer", "urr", "eor")
 CONTRASTS = ("crsr_aware", "der")
 BY_MECHANISM = ("crsr", "crsr_aware", "der", "uer", "mer")
-PLACEHOLDER = re.compile(r"\{\{\s*([a-z_]+):([A-Za-z0-9-]+)(?::([A-Z_]+))?\s*\}\}")
+PLACEHOLDER = re.compile(r"\{\{\s*([a-z0-9_]+):([A-Za-z0-9-]+)(?::([A-Z_]+))?\s*\}\}")
 
 
 @dataclass
@@ -98,6 +101,7 @@ def _main_sections(run: PartRun, figures_rel: str) -> list[str]:
     o = s["overall"]
     applied = bool(o["conditioning"]["applied"])
     same = tables.identical_methods(s, BY_METHOD)
+    twins = comparison.identical_on_every_pair(pairs)
     lines = [
         "",
         f"## Results: {run.part.title}",
@@ -105,7 +109,11 @@ def _main_sections(run: PartRun, figures_rel: str) -> list[str]:
         f"N = {o['N']} valid pairs; the control succeeded in D = {o['D']}; the fault happened "
         f"as planned in {o['conditioning']['as_planned']} (the recovery metrics are computed "
         "over those: docs/evaluation.md). Intervals: 95 % task-clustered bootstrap (tasks = "
-        "workflows, 10,000 resamples); Wilson intervals and BCa are in the run's report.",
+        f"workflows, {BOOTSTRAP_RESAMPLES:,} resamples), none from fewer than {MIN_CLUSTERS} "
+        f"workflows: `{FEW}`, with the Wilson interval beside it (over the independent "
+        "units); Wilson intervals and BCa for every rate are in the run's report.",
+        "",
+        tables.effective_note(s, BY_METHOD),
         "",
         "### By method",
         "",
@@ -113,6 +121,8 @@ def _main_sections(run: PartRun, figures_rel: str) -> list[str]:
         "",
         "Methods indistinguishable on every metric above (same counts): "
         + (", ".join(f"{a} = {b}" for a, b in same) if same else "none")
+        + ". Identical on every matched pair (both outcomes, finish status, effect counts): "
+        + (", ".join(f"{a} = {b} ({n} pairs)" for a, b, n in twins) if twins else "none")
         + ".",
         "",
         "### Method x boundary",
@@ -140,9 +150,12 @@ def _main_sections(run: PartRun, figures_rel: str) -> list[str]:
     return lines
 
 
-def _paper_sections(run: PartRun, reference: Path | None, figures: Path, rel: str) -> list[str]:
+def _paper_sections(
+    run: PartRun, reference: Path | None, figures: Path, rel: str
+) -> tuple[list[str], dict[str, str]]:
+    """The section beside the paper, and the figures the reading may quote from it."""
     if reference is None or not reference.is_dir():
-        return ["", "## Beside the paper", "", "No reference data given: section left out."]
+        return ["", "## Beside the paper", "", "No reference data given: section left out."], {}
     figs = paper_figures(reference)
     valid = [p for p in run.pairs if not is_infra_error(p)]
     applied = bool(run.summary["overall"]["conditioning"]["applied"])
@@ -152,29 +165,56 @@ def _paper_sections(run: PartRun, reference: Path | None, figures: Path, rel: st
         return grids[metric].get((method, boundary))
 
     paper_plot(figs, ours, figures / "paper_vs_ours.png")
-    headline = json.loads((reference / "rb3c_test_summary.json").read_text(encoding="utf-8"))
-    return [
+    published = json.loads((reference / "rb3c_test_summary.json").read_text(encoding="utf-8"))
+    head = headline(reference)
+    found = comparison.hypotheses(valid, applied)
+    lines = [
         "",
         "## Beside the paper",
         "",
         "The paper's agents were hosted language models (M1-M4, frameworks F1/F2) against an",
         "in-process simulation; ours is the scripted agent under each recovery method against",
         "real services. Its figures are recomputed from its published rows with our metric code",
-        "(point estimates reproduce exactly; intervals: task-clustered bootstrap over its 12 or",
-        "4 tasks); the headline study (rb3c) published no rows, so its per-method figures are",
-        "printed as published, without intervals. Ours are as planned (faults that did not",
-        "happen as planned are left out), the paper's over all pairs.",
+        "(point estimates reproduce exactly; intervals: task-clustered bootstrap over its 12",
+        f"tasks; none over the 4 of its during-mutation study, fewer than {MIN_CLUSTERS}); the",
+        "headline study (rb3c) published no rows, so its per-method figures are printed as",
+        "published, without intervals. Ours are as planned (faults that did not happen as",
+        "planned are left out), the paper's over all pairs.",
+        "",
+        "### How our tasks and pairs differ from the paper's",
+        "",
+        *comparison.tasks_lines(valid, run.summary, reference, head),
+    ]
+    if head is not None:
+        lines += [
+            "",
+            "### The paper's headline, as published and adjusted",
+            "",
+            "Its TEST split, all methods pooled, from its per-task counts (reference data). "
+            "Adjusted: without RB-CLOUD-004, whose fault never fired (its fault runs ended "
+            "exactly as its controls), and without RB-STOR-005's failed controls.",
+            "",
+            *comparison.headline_lines(head),
+        ]
+    lines += [
         "",
         "### The paper's contrasts (CRSR), re-tested",
         "",
-        *tables.paper_hypotheses(run.summary["contrasts"], headline["method_contrasts_holm"]),
+        "Over every cell (as the paper ran them) and over the cells where both methods apply "
+        "(where B2 takes a key on the call the fault hits); Holm over the three contrasts of "
+        "each scope.",
+        "",
+        *comparison.hypotheses_lines(
+            found, published["method_contrasts_holm"], comparison.identical_on_every_pair(valid)
+        ),
         "",
         "### Every published figure beside ours",
         "",
-        *tables.paper_side_by_side(figs, ours),
+        *comparison.side_by_side(figs, ours),
         "",
         f"![Ours beside the paper]({rel}/paper_vs_ours.png)",
     ]
+    return lines, comparison.facts(head, figs, found)
 
 
 def _runtime_sections(run: PartRun, base: PartRun) -> list[str]:

@@ -7,16 +7,13 @@ import itertools
 from collections.abc import Callable, Iterable
 from typing import Any
 
-from statsmodels.stats.multitest import multipletests
-
 from ..indicators import Pair, is_infra_error
 from ..metrics import rate
-from .paper import PaperFigure
+from ..report_sections import FEW
+from ..units import effective_text
 
 #: the method x boundary table's columns (as planned where conditioning applies)
 CELL_METRICS = ("control_rate", "crsr", "crsr_aware", "der", "uer", "mer", "urr")
-#: the paper's pre-registered contrasts on CRSR (rb3c_test_summary.json, H1-H3)
-PAPER_HYPOTHESES = (("H1", "B2", "B0"), ("H2", "B5", "B0"), ("H3", "B2", "B5"))
 
 
 def num(value: float | None) -> str:
@@ -32,8 +29,38 @@ def p_text(p: float | None) -> str:
 
 
 def rate_text(r: dict[str, Any]) -> str:
-    """0.512 [0.401, 0.630]: the point estimate and its task-clustered bootstrap interval."""
+    """0.512 [0.401, 0.630]: the point estimate and its task-clustered bootstrap interval;
+    from fewer than 5 workflows `— (<5 clusters)` and the Wilson interval beside it, over
+    the independent units (cells when the seeds only copy each other, else pairs)."""
+    if r["bootstrap"] is None and r.get("bootstrap_reason"):
+        e = r.get("effective") or {}
+        if e.get("unit") == "cell":
+            n = e["units"]
+            return f"{num(r['value'])} {FEW}, Wilson {ci(e['wilson'])} ({n} cell{'s' * (n != 1)})"
+        return f"{num(r['value'])} {FEW}, Wilson {ci(r['wilson'])}"
     return f"{num(r['value'])} {ci(r['bootstrap'])}"
+
+
+def effective_note(summary: dict[str, Any], metrics: Iterable[str]) -> str:
+    """One sentence on the main part's effective N: how many cells its N pairs are, and
+    whether the seeds replicate or copy each other."""
+    o = summary["overall"]
+    cells = (o["control_rate"].get("effective") or {}).get("cells")
+    flags = [(o[m].get("effective") or {}).get("deterministic") for m in metrics]
+    methods = max(len(summary["by"].get("method", {})), 1)
+    if cells is None:
+        return ""
+    head = (
+        f"Effective N: the {o['N']} pairs are {cells} cells (workflow x scenario x method, "
+        "and the coin of an ambiguous scenario)"
+    )
+    if all(flags):
+        return (
+            f"{head}, and every cell's seeds end alike on every metric above: the seeds copy "
+            f"each other, so the independent units are the {cells} cells, about "
+            f"{cells // methods} per method, and the tests use them."
+        )
+    return f"{head}; the seeds' outcomes differ within some cells, so pairs replicate."
 
 
 def cells(pairs: list[Pair], *keys: Callable[[Pair], Any]) -> dict[tuple[str, ...], list[Pair]]:
@@ -48,16 +75,22 @@ def cells(pairs: list[Pair], *keys: Callable[[Pair], Any]) -> dict[tuple[str, ..
 def method_boundary(pairs: list[Pair], applied: bool) -> list[str]:
     """Method x declared boundary: competence, recovery and harm with intervals."""
     lines = [
-        "| method | boundary | N | as planned | " + " | ".join(CELL_METRICS) + " |",
-        "|---|---|---|---|" + "---|" * len(CELL_METRICS),
+        "| method | boundary | N | as planned | effective N (crsr) | "
+        + " | ".join(CELL_METRICS)
+        + " |",
+        "|---|---|---|---|---|" + "---|" * len(CELL_METRICS),
     ]
     grid = cells(pairs, lambda p: p.get("method"), lambda p: p.get("boundary"))
     for (method, boundary), cell in grid.items():
         valid = [p for p in cell if not is_infra_error(p)]
         planned = sum(1 for p in valid if (p["fault"].get("fault_outcome") or {}).get("as_planned"))
-        row = [rate_text(rate(valid, m, condition=applied)) for m in CELL_METRICS]
+        rates = {m: rate(valid, m, condition=applied) for m in CELL_METRICS}
+        eff = effective_text(rates["crsr"].get("effective"))
+        row = [rate_text(rates[m]) for m in CELL_METRICS]
         lines.append(
-            f"| {method} | {boundary} | {len(valid)} | {planned} | " + " | ".join(row) + " |"
+            f"| {method} | {boundary} | {len(valid)} | {planned} | {eff} | "
+            + " | ".join(row)
+            + " |"
         )
     return lines
 
@@ -71,85 +104,23 @@ def grid_values(pairs: list[Pair], applied: bool, metric: str) -> dict[tuple[str
     }
 
 
-def paper_hypotheses(contrasts: list[dict[str, Any]], paper: dict[str, Any]) -> list[str]:
-    """The paper's three CRSR contrasts on our data, Holm over those three (the paper's
-    family), beside the difference it published."""
-    found = {(c["a"], c["b"]): c for c in contrasts if c["metric"] == "crsr"}
-    rows: list[tuple[str, str, str, dict[str, Any] | None, int]] = []
-    for name, a, b in PAPER_HYPOTHESES:
-        c, sign = found.get((a, b)), 1
-        if c is None and (b, a) in found:
-            c, sign = found[(b, a)], -1
-        rows.append((name, a, b, c, sign))
-    ps = [c["p"] for _, _, _, c, _ in rows if c is not None and c["p"] is not None]
-    holm = iter(multipletests(ps, method="holm")[1]) if ps else iter(())
-    lines = [
-        "| hypothesis | contrast | ours: diff | 95% CI | p | p (Holm, these 3) | p (Holm, "
-        "all contrasts) | paper: diff | paper: 95% CI | paper: p (Holm) |",
-        "|---|---|---|---|---|---|---|---|---|---|",
-    ]
-    for name, a, b, c, sign in rows:
-        pub: dict[str, Any] = next(
-            (v for k, v in paper.items() if k.split(":")[0].strip() == name), {}
-        )
-        pub_diff = f"{pub['observed_diff']:+.3f}" if "observed_diff" in pub else "-"
-        pub_ci = ci(pub.get("ci_95"))
-        pub_p = p_text(pub.get("p_adj"))
-        if c is None:
-            lines.append(
-                f"| {name} | {a} - {b} | - | - | - | - | - | {pub_diff} | {pub_ci} | {pub_p} |"
-            )
-            continue
-        lo, hi = (sign * x for x in c["ci"]) if c["ci"] else (None, None)
-        interval = "-" if lo is None or hi is None else ci(sorted((lo, hi)))
-        h = p_text(float(next(holm))) if c["p"] is not None else "-"
-        lines.append(
-            f"| {name} | {a} - {b} | {sign * c['diff']:+.3f} | {interval} | {p_text(c['p'])} "
-            f"| {h} | {p_text(c['p_holm'])} | {pub_diff} | {pub_ci} | {pub_p} |"
-        )
-    return lines
-
-
-def _covers(interval: tuple[float, float] | list[float] | None, value: float | None) -> str:
-    if interval is None or value is None:
-        return "-"
-    return "yes" if interval[0] - 1e-9 <= value <= interval[1] + 1e-9 else "**no**"
-
-
-def paper_side_by_side(
-    figures: list[PaperFigure], ours: Callable[[str, str, str], dict[str, Any] | None]
+def by_group(
+    summary: dict[str, Any], group: str, metrics: Iterable[str], effective_of: str = "crsr"
 ) -> list[str]:
-    """Every published figure beside ours for the same boundary, method and metric."""
-    lines = [
-        "| source | boundary | method | metric | ours (95% CI) | paper (95% CI) | ours - paper "
-        "| our CI covers paper | paper's CI covers ours |",
-        "|---|---|---|---|---|---|---|---|---|",
-    ]
-    for f in figures:
-        r = ours(f.boundary, f.method, f.metric)
-        if r is None:
-            continue
-        mine = r["value"]
-        diff = "-" if mine is None or f.value is None else f"{mine - f.value:+.3f}"
-        lines.append(
-            f"| {f.source} | {f.boundary} | {f.method} | {f.metric} | {rate_text(r)} "
-            f"| {num(f.value)} {ci(f.ci) if f.ci else ''} | {diff} "
-            f"| {_covers(r['bootstrap'], f.value)} | {_covers(f.ci, mine)} |"
-        )
-    return lines
-
-
-def by_group(summary: dict[str, Any], group: str, metrics: Iterable[str]) -> list[str]:
-    """One row per value of a summary.json breakdown (`by.method`, `by.mechanism`...)."""
+    """One row per value of a summary.json breakdown (`by.method`, `by.mechanism`...), with
+    the effective N of `effective_of` beside N."""
     metrics = list(metrics)
     lines = [
-        f"| {group} | N | as planned | " + " | ".join(metrics) + " |",
-        "|---|---|---|" + "---|" * len(metrics),
+        f"| {group} | N | as planned | effective N ({effective_of}) | "
+        + " | ".join(metrics)
+        + " |",
+        "|---|---|---|---|" + "---|" * len(metrics),
     ]
     for name, m in summary["by"].get(group, {}).items():
         row = [rate_text(m[k]) for k in metrics]
         planned = m["conditioning"]["as_planned"]
-        lines.append(f"| {name} | {m['N']} | {planned} | " + " | ".join(row) + " |")
+        eff = effective_text(m[effective_of].get("effective"))
+        lines.append(f"| {name} | {m['N']} | {planned} | {eff} | " + " | ".join(row) + " |")
     return lines
 
 

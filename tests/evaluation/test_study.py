@@ -14,6 +14,7 @@ from undobench_gym.evaluation.study.paper import paper_figures
 from undobench_gym.evaluation.study.render import MEASURED, PartRun
 from undobench_gym.evaluation.study.spec import load_study
 from undobench_gym.evaluation.study.tables import num, rate_text
+from undobench_gym.evaluation.units import effective_text
 
 from undobench_gym.cli import main
 from undobench_gym.errors import UndoBenchError
@@ -106,15 +107,21 @@ def test_the_document_shows_what_undobench_report_prints(study: dict[str, Path])
     for r in rows:
         m = summary["by"]["method"][r[0]]
         assert r[1] == str(m["N"])
-        for name, cell in zip(header[3:], r[3:], strict=True):
+        assert header[3] == "effective N (crsr)"
+        assert r[3] == effective_text(m["crsr"]["effective"])
+        for name, cell in zip(header[4:], r[4:], strict=True):
             assert cell == rate_text(m[name]), (r[0], name)
     # method x boundary: the report's cross table has the same value and interval
     report = (run / "report.md").read_text()
     cross = {}
     for line in report.splitlines():
         parts = [c.strip() for c in line.strip("|").split("|")]
-        if len(parts) == 8 and parts[2] in {"crsr", "crsr_aware", "der"}:
+        if len(parts) == 9 and parts[2] in {"crsr", "crsr_aware", "der"}:
+            # value, then the bootstrap interval; from fewer than 5 workflows (this study
+            # has 2) `— (<5 clusters)` and the Wilson interval beside it
             cross[(parts[0], parts[1], parts[2])] = f"{parts[3]} {parts[6]}"
+            if parts[6].startswith("—"):
+                cross[(parts[0], parts[1], parts[2])] += f", Wilson {parts[5]}"
     grid = _table(doc, "### Method x boundary")
     bheader = [
         c.strip()
@@ -122,9 +129,14 @@ def test_the_document_shows_what_undobench_report_prints(study: dict[str, Path])
     ]
     checked = 0
     for r in grid:
-        for name, cell in zip(bheader[4:], r[4:], strict=True):
+        for name, cell in zip(bheader[5:], r[5:], strict=True):
             if (r[0], r[1], name) in cross:
-                assert cell == cross[(r[0], r[1], name)], (r[0], r[1], name)
+                # the document's Wilson interval is over the independent units: over cells
+                # when the seeds copy each other, which the report shows as effective N
+                shown = cross[(r[0], r[1], name)]
+                assert cell.split(", Wilson")[0] == shown.split(", Wilson")[0], (r[0], r[1])
+                if "(" not in cell.split(", Wilson")[-1]:  # over pairs: the report's own
+                    assert cell == shown, (r[0], r[1], name)
                 checked += 1
     assert checked >= 6
 
