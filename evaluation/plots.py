@@ -1,7 +1,7 @@
 """PNG plots of a run (matplotlib, Agg backend: no display needed).
 
 - crsr_by_method_boundary.png: CRSR per method and fault boundary, with the task-clustered
-  bootstrap interval (Wilson where the bootstrap is undefined);
+  bootstrap interval (Wilson, over the independent units, under 5 workflows);
 - competence_vs_recovery.png: per task and method, control rate (competence) against
   CRSR (recovery given competence);
 - effect_layers.png: mean physical / committed / semantic effects per fault run, per method;
@@ -87,7 +87,9 @@ def _crsr(plt: Any, pairs: list[Pair], path: Path, condition: bool) -> None:
             r = rate(cells[(method, boundary)], "crsr", condition=condition)
             if r["value"] is None:
                 continue
-            ci = r["bootstrap"] or r["wilson"]
+            # under 5 workflows there is no bootstrap: the Wilson interval over the
+            # independent units (cells when every cell's seeds end alike)
+            ci = r["bootstrap"] or (r.get("effective") or {}).get("wilson") or r["wilson"]
             xs.append(i + (j - (len(boundaries) - 1) / 2) * width)
             ys.append(r["value"])
             lo.append(max(0.0, r["value"] - ci[0]))
@@ -109,7 +111,7 @@ def _crsr(plt: Any, pairs: list[Pair], path: Path, condition: bool) -> None:
         ax.set_xticks(range(len(methods)), methods)
         ax.set_ylim(0, 1.05)
         scope = "faults as planned" if condition else "all pairs"
-        ax.set_ylabel(f"CRSR = C / D, {scope} (95% task-clustered bootstrap)")
+        ax.set_ylabel(f"CRSR = C / D, {scope} (95% cluster bootstrap; Wilson <5 workflows)")
         ax.legend(title="boundary", fontsize="small")
     else:
         _empty(ax, "CRSR undefined: no control succeeded")
