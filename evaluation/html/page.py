@@ -24,6 +24,7 @@ from jinja2 import Environment, FileSystemLoader, select_autoescape
 from undobench_gym.catalog import domain as load_domain
 
 from ..indicators import CONDITIONED, EXCLUSION_REASONS, Pair
+from ..stats import MIN_CLUSTERS
 from .pairs import ROW_COLUMNS, pair_detail, table_row
 
 HERE = Path(__file__).parent
@@ -84,6 +85,8 @@ def _chunks(pairs: list[Pair]) -> list[str]:
 
 #: What an empty cell shows (an en dash, as in a printed table).
 NONE = "\u2013"
+#: An interval not computed because fewer than MIN_CLUSTERS workflows carry the rate.
+FEW = f"\u2014 (<{MIN_CLUSTERS} clusters)"
 
 
 def _fmt(value: Any) -> str:
@@ -101,7 +104,7 @@ def _rate(r: dict[str, Any] | None) -> dict[str, Any]:
         "value": _fmt(r.get("value")),
         "counts": f"{r.get('num')}/{r.get('den')}",
         "wilson": _ci(r.get("wilson")),
-        "bootstrap": _ci(r.get("bootstrap")),
+        "bootstrap": FEW if r.get("bootstrap_reason") else _ci(r.get("bootstrap")),
         "reason": r.get("reason"),
     }
 
@@ -155,7 +158,7 @@ def _summary_view(summary: dict[str, Any]) -> dict[str, Any]:
             "a": c.get("a"),
             "b": c.get("b"),
             "diff": _fmt(c.get("diff")),
-            "ci": _ci(c.get("ci")),
+            "ci": FEW if c.get("ci_reason") else _ci(c.get("ci")),
             "p": NONE if c.get("p") is None else f"{c['p']:.3g}",
             "p_holm": NONE if c.get("p_holm") is None else f"{c['p_holm']:.3g}",
             "clusters": c.get("clusters"),
