@@ -15,6 +15,7 @@ from __future__ import annotations
 from typing import Any
 
 from .indicators import Pair, is_infra_error
+from .report_sections import FEW
 from .summary import contrasts
 
 HINT_METRICS = ("der", "urr", "crsr")
@@ -58,13 +59,15 @@ def hint_lines(summary: dict[str, Any]) -> list[str]:
         "",
         "The same MCP agent with the tools' readOnly/destructive/idempotent hints listed",
         "(on) and left out (off), matched pair by pair; `diff` is off minus on. Paired over",
-        "tasks as the method contrasts (Holm within each method); McNemar on matched pairs.",
+        "tasks as the method contrasts (Holm within each method); McNemar on matched units",
+        "(cells when every cell's seeds end alike). No interval from fewer than 5 tasks.",
         "",
         "| method | metric | diff | 95% CI | p | p (Holm) | p (McNemar) | discordant |",
         "|---|---|---|---|---|---|---|---|",
     ]
     for c in rows:
         ci = "-" if c["ci"] is None else f"[{c['ci'][0]:+.3f}, {c['ci'][1]:+.3f}]"
+        ci = FEW if c.get("ci_reason") else ci
         ps = [("-" if x is None else f"{x:.3g}") for x in (c["p"], c["p_holm"], c["p_mcnemar"])]
         mc = c["mcnemar"]
         lines.append(
