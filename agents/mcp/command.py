@@ -20,7 +20,9 @@ UNDOBENCH_TASK_INSTANCE, UNDOBENCH_MCP_URL, UNDOBENCH_MCP_CONFIG, UNDOBENCH_MCP_
 and UNDOBENCH_WORKDIR.
 The program runs in its own process group; its stdout and stderr go to `agent.log` in
 the work directory (the last lines are kept in `last_log` for a failed run). At the end of
-the episode it gets SIGTERM, then SIGKILL after a grace period.
+the episode it gets SIGTERM, then SIGKILL after a grace period. Where it can (root, Linux)
+it runs in a sandbox that reaches its MCP server and nothing else (`sandbox.py`;
+`UNDOBENCH_AGENT_SANDBOX`), and never gets the stack's token.
 """
 
 from __future__ import annotations
@@ -31,13 +33,16 @@ import os
 import shlex
 import shutil
 import signal
+import stat
 import subprocess
 import sys
 import tempfile
 from pathlib import Path
 
 from undobench_gym.errors import UndoBenchError
+from undobench_gym.stack_auth import TOKEN_ENV
 
+from . import sandbox
 from .episode import EpisodeContext
 
 PLACEHOLDERS = (
@@ -72,9 +77,27 @@ def parse_template(template: str) -> list[str]:
     return argv
 
 
+def _log_tail(path: Path) -> str:
+    """The end of the agent's log: never through a link or a pipe its program (which owns
+    the directory when sandboxed) may have put in its place."""
+    fd = os.open(path, os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK)
+    with os.fdopen(fd, "rb") as f:
+        st = os.fstat(fd)
+        if not stat.S_ISREG(st.st_mode):
+            return ""
+        f.seek(max(0, st.st_size - 4 * LOG_TAIL))
+        return f.read(8 * LOG_TAIL).decode(errors="replace")[-LOG_TAIL:]
+
+
 class Program:
-    def __init__(self, proc: subprocess.Popen[bytes], workdir: Path, launcher: CommandLauncher):
-        self.proc, self.workdir, self.launcher = proc, workdir, launcher
+    def __init__(
+        self,
+        proc: subprocess.Popen[bytes],
+        workdir: Path,
+        launcher: CommandLauncher,
+        jail: sandbox.Jail | None = None,
+    ) -> None:
+        self.proc, self.workdir, self.launcher, self.jail = proc, workdir, launcher, jail
 
     def exit_code(self) -> int | None:
         return self.proc.poll()
@@ -91,9 +114,10 @@ class Program:
                     continue
         with contextlib.suppress(ProcessLookupError):
             os.killpg(self.proc.pid, signal.SIGKILL)  # anything it left in its group
-        log = self.workdir / "agent.log"
+        if self.jail is not None:
+            self.jail.close()
         with contextlib.suppress(OSError):
-            self.launcher.last_log = log.read_text(errors="replace")[-LOG_TAIL:]
+            self.launcher.last_log = _log_tail(self.workdir / "agent.log")
         shutil.rmtree(self.workdir, ignore_errors=True)
 
 
@@ -107,6 +131,8 @@ class CommandLauncher:
         if "{" not in program and shutil.which(program) is None:
             raise UndoBenchError(f"cmd: {program!r} is not an executable on PATH")
         self.last_log = ""
+        #: Sandboxed or not, and why; recorded with every trial (`agent_config`).
+        self.policy = sandbox.decide(self.argv, template)
 
     def start(self, ctx: EpisodeContext) -> Program:
         workdir = Path(tempfile.mkdtemp(prefix="undobench-agent-"))
@@ -129,9 +155,15 @@ class CommandLauncher:
         }
         argv = [arg.format(**values) for arg in self.argv]
         env = {**os.environ, **{f"UNDOBENCH_{k.upper()}": v for k, v in values.items()}}
+        env.pop(TOKEN_ENV, None)
+        jail: sandbox.Jail | None = None
         with open(workdir / "agent.log", "wb") as log:
             try:
-                proc = subprocess.Popen(
+                if self.policy.sandboxed:
+                    jail = sandbox.Jail(self.policy, workdir, ctx.mcp_url)
+                    env["HOME"] = env["TMPDIR"] = str(workdir)
+                popen = subprocess.Popen if jail is None else jail.popen
+                proc = popen(
                     argv,
                     cwd=workdir,
                     env=env,
@@ -141,6 +173,8 @@ class CommandLauncher:
                     start_new_session=True,
                 )
             except OSError as exc:
+                if jail is not None:
+                    jail.close()
                 shutil.rmtree(workdir, ignore_errors=True)
                 raise UndoBenchError(f"cmd: cannot start {argv[0]!r}: {exc}") from None
-        return Program(proc, workdir, self)
+        return Program(proc, workdir, self, jail)

@@ -24,9 +24,11 @@ def command_agent(template: str, *, annotations: bool, framework: str | None) ->
     if len(name) > NAME_LIMIT:  # a readable, stable name for records and pair ids
         digest = hashlib.sha256(template.encode()).hexdigest()[:10]
         name = f"cmd:{shlex.split(template)[0].rsplit('/', 1)[-1]}@{digest}"
-    return McpAgent(
+    agent = McpAgent(
         launcher, name=name + _suffix(annotations), annotations=annotations, framework=framework
     )
+    agent.config = launcher.policy  # type: ignore[attr-defined]  # recorded: sandboxed or not
+    return agent
 
 
 def mcp_tools_agent(inner: Any, *, annotations: bool) -> McpAgent:
