@@ -184,7 +184,7 @@ def test_report_md_sections(tmp_path: Path) -> None:
     assert "- `tost`: paired over matched units" in report
     # no interval from 4 workflows, said so; the effective N beside every rate
     row = "| B0 | crsr | as planned | 0.778 | 14/18 | [0.548, 0.910] | — (<5 clusters) "
-    assert row + "| — (<5 clusters) | 4 wf, 4 cells; 7 distinct; 18 pairs |" in report
+    assert row + "| — (<5 clusters) | 4 workflows, 4 cells; 7 distinct; 18 pairs |" in report
 
 
 def test_summary_csv_has_intervals_from_five_workflows(tmp_path: Path) -> None:
