@@ -31,16 +31,21 @@ CELL_KEYS = ("workflow", "scenario", "method", "model", "framework", "agent")
 Cell = tuple[Any, ...]
 _CELLS: ContextVar[dict[int, tuple[Pair, Cell]] | None]
 _CELLS = ContextVar("undobench_cell_memo", default=None)
+#: id(list of pairs) -> (the list, its pairs' cells): a summary computes every rate of a
+#: group over the same list (the entry keeps it alive, so its id is not reused)
+_LISTS: ContextVar[dict[int, tuple[Sequence[Pair], list[Cell]]] | None]
+_LISTS = ContextVar("undobench_cell_list_memo", default=None)
 
 
 @contextmanager
 def shared_cells() -> Iterator[None]:
     """Compute each pair's cell once inside the block (a summary asks for it per rate)."""
-    token = _CELLS.set({})
+    token, lists = _CELLS.set({}), _LISTS.set({})
     try:
         yield
     finally:
         _CELLS.reset(token)
+        _LISTS.reset(lists)
 
 
 def coin(p: Pair) -> bool | None:
@@ -61,6 +66,18 @@ def cell(p: Pair) -> Cell:
     if memo is not None:
         memo[id(p)] = (p, key)
     return key
+
+
+def cells_of(pairs: Sequence[Pair]) -> list[Cell]:
+    """The cells of a list of pairs (memoized per list inside `shared_cells`)."""
+    memo = _LISTS.get()
+    hit = memo.get(id(pairs)) if memo is not None else None
+    if hit is not None and len(hit[1]) == len(pairs):
+        return hit[1]
+    out = [cell(p) for p in pairs]
+    if memo is not None:
+        memo[id(pairs)] = (pairs, out)
+    return out
 
 
 def deterministic(groups: Sequence[Sequence[Hashable]]) -> bool | None:
@@ -90,11 +107,12 @@ def effective(pairs: Sequence[Pair], flags: Sequence[tuple[int, int]]) -> dict[s
     those pairs, whether the seeds only copy each other (`deterministic`), the unit that
     follows and how many there are, and the Wilson interval over those units."""
     by_cell: dict[Cell, list[tuple[int, int]]] = {}
-    for p, f in zip(pairs, flags, strict=True):
-        by_cell.setdefault(cell(p), []).append(f)
+    num = den = 0
+    for c, f in zip(cells_of(pairs), flags, strict=True):
+        by_cell.setdefault(c, []).append(f)
+        if f[1]:
+            num, den = num + f[0], den + 1
     counted = {c: fs for c, fs in by_cell.items() if any(d for _, d in fs)}
-    num = sum(n for n, d in flags if d)
-    den = sum(d for _, d in flags)
     det = deterministic(list(by_cell.values()))
     if det:
         unit, units, hits = "cell", len(counted), sum(1 for fs in counted.values() if fs[0][0])
