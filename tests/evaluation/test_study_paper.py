@@ -14,6 +14,7 @@ import pytest
 from undobench_gym.evaluation.reference import headline
 from undobench_gym.evaluation.study import comparison
 from undobench_gym.evaluation.study.document import render_study
+from undobench_gym.evaluation.study.model_part import beside_scripted
 from undobench_gym.evaluation.study.paper import paper_figures
 from undobench_gym.evaluation.study.spec import load_study
 from undobench_gym.evaluation.study.tables import rate_text
@@ -301,3 +302,14 @@ def test_rate_text_without_an_interval() -> None:
     assert rate_text(r) == "0.500 — (<5 clusters), Wilson [0.300, 0.700]"
     cells = {**r, "effective": {"unit": "cell", "units": 2, "wilson": [0.09, 0.91]}}
     assert rate_text(cells) == "0.500 — (<5 clusters), Wilson [0.090, 0.910] (2 cells)"
+
+
+@needs_reference
+def test_the_model_part_sets_the_paper_headline_from_the_reference_data() -> None:
+    pairs = _keyed_run(seeds=1)
+    rows = beside_scripted(pairs, pairs, ["B0"], headline(REFERENCE))
+    text = "\n".join(rows)
+    assert "| the paper (published; TEST, methods pooled) | 0.835 | 0.467 | - | - | 0.368 |" in text
+    assert "| the paper (adjusted; TEST, methods pooled) | 0.902 | 0.408 | - | - | 0.494 |" in text
+    assert "RB-CLOUD-004: fault never fired (240 pairs)" in text
+    assert "the paper" not in "\n".join(beside_scripted(pairs, pairs, ["B0"]))
