@@ -27,6 +27,8 @@ from sqlalchemy import select
 from sqlalchemy.orm import Session
 from starlette.concurrency import run_in_threadpool
 
+from undobench_gym.stack_auth import TOKEN_ENV, auth_headers
+
 from .._service.kit import Effect, ServiceContext, get_ctx, new_id, now, row
 from .models import Received, WebhookDelivery, WebhookEndpoint, WebhookSubscription
 
@@ -88,6 +90,8 @@ def fire(ctx: ServiceContext, event: str, ref: str, data: dict[str, Any]) -> lis
             delivery_id = new_id(s, "whd")
         payload = {"id": delivery_id, "event": event, "ref": ref, "data": data}
         headers = {"X-Webhook-Event": event, "X-Webhook-Delivery": delivery_id}
+        # The receivers listen on this service's admin port, behind the stack's token.
+        headers.update(auth_headers(os.environ.get(TOKEN_ENV)))
         url = receiver_url(ctx, endpoint_id)
         status: int | None = None
         if url is not None:
