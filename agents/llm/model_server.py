@@ -262,7 +262,10 @@ def local_agents(specs: set[str], *, parallel: int = 1) -> Iterator[Served]:
     """Start a server for each `local:MODEL` spec, with `parallel` slots; yield spec ->
     `openai:` spec for the sweep, with the servers' settings in the environment; stop them
     all afterwards. `UNDOBENCH_MODEL_SERVER` picks the server (auto, llama-server,
-    llama-cpp-python) and `UNDOBENCH_MODEL_CONTEXT` a slot's context size."""
+    llama-cpp-python), `UNDOBENCH_MODEL_CONTEXT` a slot's context size and
+    `UNDOBENCH_MODEL_THREADS` its CPU threads (default: every core; 1 keeps decoding steady
+    on a machine that is also busy with other work, where threads that wait on each other
+    lose most of their time)."""
     served = Served()
     wanted = sorted(s for s in specs if s.startswith("local:"))
     if not wanted:
@@ -272,10 +275,15 @@ def local_agents(specs: set[str], *, parallel: int = 1) -> Iterator[Served]:
     servers: list[LlamaServer] = []
     kind = os.environ.get("UNDOBENCH_MODEL_SERVER", "auto")
     context = int(os.environ.get("UNDOBENCH_MODEL_CONTEXT", DEFAULT_CONTEXT))
+    threads = int(os.environ.get("UNDOBENCH_MODEL_THREADS", 0)) or None
     try:
         for spec in wanted:
             server = LlamaServer(
-                spec.removeprefix("local:"), parallel=parallel, kind=kind, context=context
+                spec.removeprefix("local:"),
+                parallel=parallel,
+                kind=kind,
+                context=context,
+                threads=threads,
             )
             servers.append(server)
             server.start()
