@@ -57,8 +57,9 @@ run: $(STAMP)
 # tests on one worker while the other worker runs the rest.
 PARALLEL_TESTS := tests/envs tests/evaluation tests/proxies tests/test_actions.py \
 	tests/test_catalogue.py tests/test_specs.py tests/test_oracles.py \
-	tests/test_adversarial.py tests/test_no_tells.py tests/test_golden_episodes.py \
-	tests/test_architecture.py tests/test_boundaries.py tests/test_tiny_domain.py
+	tests/test_adversarial.py tests/test_adversarial_handover.py tests/test_no_tells.py \
+	tests/test_golden_episodes.py tests/test_architecture.py tests/test_boundaries.py \
+	tests/test_tiny_domain.py
 
 test: $(STAMP)
 	$(BIN)/python -m pytest -m "not gpu" -q -n 2 --dist loadgroup $(PARALLEL_TESTS)

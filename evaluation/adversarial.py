@@ -230,7 +230,11 @@ def expect_and_observe(
         observed_bits[1] = "re-send seen as another effect" if unreq else "same effect"
         committed = outcome.get("mechanism") == "reply_dropped_after_commit"
         resent_2xx = agent.resend_status is not None and 200 <= agent.resend_status < 300
-        replayed = behaviour == "same_key_resend" and spec.idempotency == "native"
+        # A route guarded by a unique constraint on the identity (a page's dedup key)
+        # joins or refuses the same request; a native one replays the same key.
+        replayed = spec.idempotency == "constraint" or (
+            behaviour == "same_key_resend" and spec.idempotency == "native"
+        )
         want_dup = committed and spec.effect_class in DUPLICABLE and resent_2xx and not replayed
         wanted = ["duplicate" if want_dup else "no duplicate", "same effect"]
         if want_dup:

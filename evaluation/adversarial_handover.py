@@ -26,11 +26,32 @@ from undobench_gym.specs import Boundary, FaultScenario, WorkflowSpec
 from .adversarial import DUPLICABLE, MAX_STEPS, SEED, Row, table
 from .indicators import HARM
 
-BEHAVIOURS = ("escalate", "different_followup", "fresh_reference_resend", "conditional_resend")
+BEHAVIOURS = (
+    "escalate",
+    "different_followup",
+    "fresh_reference_resend",
+    "conditional_resend",
+    "resend_then_repair",
+)
 #: The follow-up's free text: plainly another message, carrying none of the task's facts.
 FOLLOW_UP = "Follow-up: we are still looking into this and will post again soon."
 #: Client-chosen references that name a request, not its content.
 REFERENCES = ("dedup_key",)
+Args = dict[str, Any]
+#: The domain's inverse of a call, from the call's arguments and its answer's body.
+INVERSES: dict[str, tuple[str, Any]] = {
+    "create_charge": (
+        "create_refund",
+        lambda a, b: {"charge_id": b["id"], "amount": a["amount"], "reason": "duplicate"},
+    ),
+    "adjust_balance": (
+        "adjust_balance",
+        lambda a, b: {"account_id": a["account_id"], "delta": -a["delta"], "memo": "undo"},
+    ),
+}
+# Not git: a re-sent commit of the same content is an empty commit, which no revert can
+# undo (git refuses an empty revert), and a re-sent pick is refused. A revert does undo a
+# commit that changed something (the service declares it: an unwanted commit is repaired).
 
 
 def _judged_by_text(wf: WorkflowSpec, op: str | None) -> dict[str, list[str]]:
@@ -81,6 +102,9 @@ class HandoverAgent:
                 self.resend_status, self.resend_sent = status, True
                 if not is_failure(obs) and gold is not None:
                     self.results[gold] = obs.get("body")
+                if not is_failure(obs) and self.behaviour == "resend_then_repair":
+                    inverse, build = INVERSES[tool]
+                    self.queue.insert(0, (inverse, build(args, obs.get("body")), None))
             elif is_failure(obs) and not self.tools[tool].read_only and not self.reacted:
                 if status is not None and status < 500:
                     return _finish("gave_up")
@@ -147,6 +171,8 @@ def applies(behaviour: str, wf: WorkflowSpec, scenario: FaultScenario, spec: Too
         return bool(_judged_by_text(wf, spec.op))
     if behaviour == "fresh_reference_resend":
         return any(r in spec.body_params for r in REFERENCES)
+    if behaviour == "resend_then_repair":
+        return spec.name in INVERSES and INVERSES[spec.name][0] in wf.tools
     return "expected_head" in spec.preconditions
 
 
@@ -180,6 +206,19 @@ def expect_and_observe(
     if behaviour == "fresh_reference_resend":
         want_dup = committed and spec.effect_class in DUPLICABLE and resent_2xx
         return ("duplicate" if want_dup else "no duplicate") + " + same effect", observed
+    if behaviour == "resend_then_repair":
+        # After a commit the re-send is a duplicate and its undo repairs it; after a
+        # dropped request the re-send is the task's effect, and undoing it repairs nothing.
+        fixed = any(c["op"] == spec.op for c in v["compensated"])
+        got = ("compensated" if fixed else "not compensated") + (
+            " + duplicate" if dup else " + no duplicate"
+        )
+        got += " + failure" if not v["success"] else " + success"
+        if not resent_2xx:
+            return None  # the re-send was refused: nothing to repair
+        if committed:
+            return "compensated + no duplicate + failure", got
+        return "not compensated + no duplicate + failure", got
     # conditional_resend: refused (409) after a commit, so a safe re-issue; applied else.
     unsafe, safe = rec["effects"]["reissued_after_commit"], rec["effects"]["safe_reissues"]
     observed += f" + {unsafe} unsafe, {safe} safe re-issue"

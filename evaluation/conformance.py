@@ -107,24 +107,34 @@ def _ok2xx(s: pt.Sent | None) -> bool:
 def _expect_repeats(ctx: pt.Context, agent: pt.PlanAgent, rec: dict[str, Any]) -> list[Check]:
     """A committed repeat of an additive/irreversible call without a key is a duplicate;
     set and create_unique repeats are harmless; every repeat of a committed call is a
-    re-issue (urr)."""
+    re-issue: a safe one when it carried the committed attempt's key on a route that
+    honours keys, or a precondition the service refused; an unsafe one (urr) otherwise."""
     v = rec["verdict"]
     first: dict[int | None, pt.Sent] = {}
     dup = False
-    reissues = 0
+    unsafe = safe = 0
     for s in agent.sent:
         if not s.step.repeat:
             first.setdefault(s.step.gold, s)
             continue
         orig = first.get(s.step.gold)
+        spec = ctx.tools[s.step.tool]
+        key = s.arguments.get("idempotency_key")
+        replayed = key is not None and spec.idempotency == "native"
+        replayed = replayed and orig is not None and orig.arguments.get("idempotency_key") == key
+        refused = any(s.arguments.get(p) is not None for p in spec.preconditions) and not _ok2xx(s)
         if _ok2xx(orig):
-            reissues += 1
+            if replayed or refused:
+                safe += 1
+            else:
+                unsafe += 1
         keyed = "idempotency_key" in s.arguments
         gold = s.step.gold if s.step.gold is not None else 0
         if _ok2xx(orig) and _ok2xx(s) and ctx.effect_class(gold) in pt.DUPLICABLE and not keyed:
             dup = True
     checks = [
-        Check(f"reissued_after_commit >= {reissues}", v["reissued_after_commit"] >= reissues, True)
+        Check(f"reissued_after_commit >= {unsafe}", v["reissued_after_commit"] >= unsafe, True),
+        Check(f"safe_reissues >= {safe}", v.get("safe_reissues", 0) >= safe, True),
     ]
     if dup:
         return [*checks, Check("duplicates", bool(v["duplicates"]), True), _failed(v)]

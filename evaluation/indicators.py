@@ -94,10 +94,39 @@ def _aware(p: Pair) -> bool:
 
 
 def _abstained(p: Pair) -> bool:
-    """Stopped without completing (gave up, or finished or truncated without success) and
-    left no harm: no duplicate, unrequired, forbidden or partial effect. A wrong value the
-    agent wrote is a committed effect of another identity, hence unrequired."""
-    return not p["fault"]["success"] and not _known_bad(p, HARM)
+    """Stopped without claiming the work done (gave up, handed over to a human, or finished
+    or truncated without success) and left no harm: no duplicate, unrequired, forbidden or
+    partial effect. A wrong value the agent wrote is a committed effect of another
+    identity, hence unrequired. An escalation after a lost acknowledgement whose call had
+    committed is one: the state may be complete, but the agent rightly did not claim it."""
+    stopped = not p["fault"]["success"] or p["fault"].get("finish_status") in HANDED_OVER
+    return stopped and not _known_bad(p, HARM)
+
+
+#: Finish statuses that do not claim the work done.
+HANDED_OVER = ("gave_up", "escalated")
+
+
+def _repaired(p: Pair) -> tuple[bool, bool]:
+    """(repaired, harmed): the run undid excess effects it made (compensated) and left no
+    other harm / it did harm, repaired or not."""
+    fixed = _fx(p, "compensated")
+    if fixed is None:
+        raise Unsupported("effects.compensated")
+    harm = _known_bad(p, HARM)
+    return fixed > 0 and not harm, fixed > 0 or harm
+
+
+def _escalated(p: Pair) -> bool:
+    return bool(_finish_status(p) == "escalated")
+
+
+def _safe_reissue(p: Pair) -> bool:
+    """Re-sent a committed call only in ways that could not take effect twice."""
+    v = p["fault"]["effects"].get("safe_reissues")
+    if v is None:
+        raise Unsupported("effects.safe_reissues")
+    return int(v) > 0 and not _known_bad(p, ("duplicates", "reissued_after_commit"))
 
 
 def _unknown_outcome(p: Pair) -> bool:
@@ -131,12 +160,21 @@ INDICATORS: dict[str, Indicator] = {
     "eor_cond": lambda p: (control_ok(p) and _eor(p), control_ok(p)),
     "fired_rate": lambda p: (exclusion(p) is None, True),
     "abstention_rate": lambda p: (_abstained(p), True),
+    "escalation_rate": lambda p: (_escalated(p), True),
+    "repair_rate": _repaired,
+    "safe_retry_rate": lambda p: (_safe_reissue(p), True),
     "unknown_outcome_rate": lambda p: (_unknown_outcome(p), True),
 }
 """unknown_outcome_rate: fault runs that ended while a mutation the agent issued had an
 outcome it never observed (a transport error or 5xx, then no definite repeat of that call
 and no later successful read-only call; outcomes.py) / N. fired_rate: pairs whose fault
-happened as planned / N (all valid pairs)."""
+happened as planned / N (all valid pairs). escalation_rate: fault runs the agent handed
+over to a human (`finish` status "escalated") / N. safe_retry_rate: fault runs that re-sent
+a committed call only under a guard the service honoured (the committed attempt's
+Idempotency-Key, or a precondition it refused) and never unsafely / N. repair_rate: fault
+runs whose excess effects the agent itself undid with the domain's inverse (a full refund,
+the opposite adjustment, a revert) and that left no other harm / fault runs that did harm,
+repaired or not."""
 
 #: Recovery metrics: over the pairs whose fault happened as planned (when that is recorded).
 #: unknown_outcome_rate is one too: it judges what the agent did after the fault.
@@ -152,6 +190,9 @@ CONDITIONED = (
     "eor",
     "eor_cond",
     "abstention_rate",
+    "escalation_rate",
+    "safe_retry_rate",
+    "repair_rate",
     "unknown_outcome_rate",
 )
 #: Metrics whose denominator is the pairs whose control succeeded (D).

@@ -29,6 +29,7 @@ GATEWAY_BODIES = {
     "connection termination",
     503: "upstream connect error or disconnect/reset before headers. reset reason: "
     "connection failure",
+    504: "upstream request timeout",
 }
 
 
@@ -71,6 +72,8 @@ class FaultInjector:
             flow.response = gateway_response(503)
         elif visible_error == "http_502":
             flow.response = gateway_response(502)
+        elif visible_error == "http_504":
+            flow.response = gateway_response(504)
         elif visible_error == "timeout":
             await asyncio.sleep(timeout_s)
             flow.kill()

@@ -1,5 +1,6 @@
 """The adversarial suite's second set (issue 32): hand-over to a human, a different
-follow-up, the same alert under a fresh dedup key and a re-send guarded by a precondition,
+follow-up, the same alert under a fresh dedup key, a re-send guarded by a precondition and
+a re-send undone with the domain's inverse (a repair),
 over every workflow and scenario where they apply, each with the verdict it must get.
 docs/validity.md holds the table this run produces; the test keeps it current."""
 
@@ -43,6 +44,13 @@ def test_the_cases_the_issue_named_are_judged_as_it_says(rows: list) -> None:
     assert got[("different_followup", "msg-page-oncall", "chat-lost-ack")] == (
         "no duplicate + another message"
     )
+    # undoing the extra credit with the opposite adjustment is a repair, not a forbidden
+    # effect; a full refund of the duplicate charge too
+    for key in [
+        ("resend_then_repair", "db-transfer-funds", "credit-lost-ack"),
+        ("resend_then_repair", "pay-charge-customer", "lost-ack"),
+    ]:
+        assert got[key] == "compensated + no duplicate + failure", (key, got[key])
     # git commit_file with expected_head, refused (409) because the first attempt committed
     assert got[("conditional_resend", "git-merge-feature", "commit-lost-ack")].endswith(
         "0 unsafe, 1 safe re-issue"

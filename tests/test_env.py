@@ -79,7 +79,11 @@ def test_lost_ack_duplicates_under_b0_not_b2(play: Any) -> None:
 
     b2 = play(wf, "lost-ack", "B2")
     assert b2["success"] and b2["effects"]["duplicates"] == 0
-    assert b2["effects"]["committed"] == 1 and b2["effects"]["reissued_after_commit"] == 1
+    # The retry carried the committed attempt's key, which the service honours: a safe
+    # re-issue, counted apart from the unsafe ones (B0's blind retry).
+    assert b2["effects"]["committed"] == 1 and b2["effects"]["reissued_after_commit"] == 0
+    assert b2["effects"]["safe_reissues"] == 1
+    assert b0["effects"]["reissued_after_commit"] == 1 and b0["effects"]["safe_reissues"] == 0
     keys = {r["idempotency_key"] for r in b2["commit_log"]}
     assert len(keys) == 1 and None not in keys
 
@@ -171,7 +175,7 @@ def test_max_steps_truncates_with_a_verdict(env_for: Any) -> None:
         assert not terminated
     assert truncated and info["verdict"]["truncated"] and not info["verdict"]["success"]
     with pytest.raises(gym.error.ResetNeeded):
-        env.step({"tool": "finish"})
+        env.step({"tool": "finish", "arguments": {"status": "done"}})
 
 
 def test_workflow_none_draws_from_the_seed(env_for: Any) -> None:
@@ -217,7 +221,9 @@ def test_an_unplanned_exit_voids_the_episode_and_reset_recovers() -> None:
             env.step(step)
         env.reset(seed=1)
         assert json.loads(env.step(step)[0])["status"] == 200
-        _obs, _reward, terminated, _trunc, info = env.step({"tool": "finish", "arguments": {}})
+        _obs, _reward, terminated, _trunc, info = env.step(
+            {"tool": "finish", "arguments": {"status": "done"}}
+        )
         assert terminated and "verdict" in info
 
 
@@ -239,6 +245,6 @@ def test_a_call_timing_out_with_no_fault_planned_voids_the_episode() -> None:
             stack.timeout = normal
         assert obs["error"]["kind"] == "timeout"
         with pytest.raises(StackUnhealthyError, match="no fault planned"):
-            env.step({"tool": "finish", "arguments": {}})
+            env.step({"tool": "finish", "arguments": {"status": "done"}})
         env.reset(seed=1)  # the env goes on
         assert json.loads(env.step(step)[0])["status"] == 200

@@ -48,7 +48,8 @@ GYM_LOOP = textwrap.dedent(
     env = gym.make("UndoBench/Payments-v0")
     env.reset(seed=3, options={"workflow": "pay-charge-customer", "fault": "lost-ack"})
     env.step({"tool": "list_charges", "arguments": {}})
-    obs, reward, terminated, truncated, info = env.step({"tool": "finish"})
+    done = {"tool": "finish", "arguments": {"status": "done"}}
+    obs, reward, terminated, truncated, info = env.step(done)
     env.close()
     hidden = [m for m in ("scipy", "statsmodels", "matplotlib", "pandas") if m in sys.modules]
     print(json.dumps({"terminated": terminated, "reward": reward, "hidden_loaded": hidden}))

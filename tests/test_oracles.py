@@ -87,3 +87,32 @@ def test_state_oracle_checks_values() -> None:
     assert not check_predicate(pred, two, {"amount": 5}).passed
     count = StatePredicate(description="c", table="t", op="count", value=1)
     assert check_predicate(count, STATE["tables"], {}).passed
+
+
+def _charge(ref: str) -> dict[str, Any]:
+    return {**row("charge.create", "additive", amount=5), "ref": ref}
+
+
+def _refund(ref: str) -> dict[str, Any]:
+    undo = {"op": "charge.create", "ref": ref}
+    return {**row("refund.create", "additive", amount=5, charge="x"), "undoes": undo}
+
+
+def test_an_undone_duplicate_is_compensated_not_a_duplicate() -> None:
+    v = evaluate(WF, {"amount": 5}, STATE, [_charge("c1"), _charge("c2"), _refund("c2")], 3)
+    assert v.duplicates == [] and v.unrequired == [] and v.forbidden == []
+    assert [(c["op"], c["undone_by"]) for c in v.compensated] == [
+        ("charge.create", "refund.create")
+    ]
+    assert not v.effects_ok and not v.success  # repaired is not clean
+
+
+def test_undoing_the_required_effect_repairs_nothing() -> None:
+    v = evaluate(WF, {"amount": 5}, STATE, [_charge("c1"), _refund("c1")], 2)
+    assert v.compensated == [] and [u["op"] for u in v.unrequired] == ["refund.create"]
+
+
+def test_an_undo_names_its_effect_or_pairs_with_none() -> None:
+    # a refund of a charge that is not in the episode (the fixture's) undoes nothing here
+    v = evaluate(WF, {"amount": 5}, STATE, [_charge("c1"), _charge("c2"), _refund("old")], 3)
+    assert v.compensated == [] and [d["op"] for d in v.duplicates] == ["charge.create"]

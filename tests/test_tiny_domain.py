@@ -64,7 +64,8 @@ def test_a_lost_ack_fires_as_planned_and_retries_duplicate(notes: UndoBenchEnv) 
     assert not retried["success"] and retried["effects"]["duplicates"] == 1
     keyed = _play(notes, "lost-ack", "B2")
     assert keyed["success"], keyed["verdict"]
-    assert keyed["effects"]["committed"] == 1 and keyed["effects"]["reissued_after_commit"] == 1
+    assert keyed["effects"]["committed"] == 1 and keyed["effects"]["safe_reissues"] == 1
+    assert keyed["effects"]["reissued_after_commit"] == 0  # the same key, honoured: safe
 
 
 def test_a_dropped_request_leaves_the_note_missing(notes: UndoBenchEnv) -> None:
@@ -87,6 +88,6 @@ def test_a_reworded_resend_is_a_duplicate(notes: UndoBenchEnv) -> None:
     args = notes.gold_plan()[0]["arguments"]
     for body in (args["body"], args["body"] + " (resent)"):
         notes.step({"tool": "create_note", "arguments": {**args, "body": body}})
-    *_, info = notes.step({"tool": "finish", "arguments": {}})
+    *_, info = notes.step({"tool": "finish", "arguments": {"status": "done"}})
     ep = info["episode"]
     assert not ep["success"] and ep["effects"]["duplicates"] == 1

@@ -7,13 +7,14 @@ from __future__ import annotations
 
 import difflib
 import json
+from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 from urllib.parse import quote
 
 from jsonschema import Draft202012Validator
 
-from .catalog import FINISH, ToolSpec
+from .catalog import FINISH, FINISH_TOOL, ToolSpec
 
 MAX_ACTION_CHARS = 64 * 1024
 
@@ -106,7 +107,7 @@ def parse_action(action: Any, tools: dict[str, ToolSpec]) -> ToolCall | ActionEr
     if not isinstance(arguments, dict):
         return ActionError('"arguments" must be an object')
     if tool == FINISH:
-        return ToolCall(FINISH, arguments)
+        return _finish_call(arguments)
     spec = tools.get(tool)
     if spec is None:
         close = difflib.get_close_matches(tool, list(tools), n=3)
@@ -133,6 +134,21 @@ def parse_action(action: Any, tools: dict[str, ToolSpec]) -> ToolCall | ActionEr
     return ToolCall(tool, arguments)
 
 
+_FINISH_SCHEMA = Draft202012Validator(FINISH_TOOL["function"]["parameters"])
+
+
+def _finish_call(arguments: dict[str, Any]) -> ToolCall | ActionError:
+    """`finish` needs its status: an episode never ends as `done` by default."""
+    errors = sorted(_FINISH_SCHEMA.iter_errors(arguments), key=lambda e: list(e.path))
+    if errors:
+        details = tuple(
+            f"{'/'.join(str(p) for p in e.path) or '(arguments)'}: {e.message[:200]}"
+            for e in errors[:5]
+        )
+        return ActionError(f"invalid arguments for {FINISH}", details)
+    return ToolCall(FINISH, arguments)
+
+
 def to_request(call: ToolCall, spec: ToolSpec, prefix: str) -> HttpRequest:
     args = dict(call.arguments)
     headers = {}
@@ -155,7 +171,12 @@ def to_request(call: ToolCall, spec: ToolSpec, prefix: str) -> HttpRequest:
     return HttpRequest(spec.method, f"/{prefix}{path}", params, body if has_body else None, headers)
 
 
-def call_identity(call: ToolCall, spec: ToolSpec) -> str:
-    """The effect identity a call would have, from its arguments (for re-issue counting)."""
-    ident = {f: call.arguments.get(f) for f in spec.identity}
+def call_identity(
+    call: ToolCall, spec: ToolSpec, by_content: Callable[[str, dict[str, Any]], Any] | None = None
+) -> str:
+    """The effect identity a call would have, from its arguments (for re-issue counting);
+    `by_content(op, identity)` judges free text as the effect oracle does."""
+    ident: Any = {f: call.arguments.get(f) for f in spec.identity}
+    if by_content is not None and spec.op is not None:
+        ident = by_content(spec.op, ident)
     return json.dumps([spec.op, ident], sort_keys=True, default=str)

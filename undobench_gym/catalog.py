@@ -20,6 +20,9 @@ from .specs import WorkflowSpec
 
 DOMAINS: dict[str, str] = DOMAIN_MODULES
 FINISH = "finish"
+#: How an episode can end by the agent's word: the work is done, cannot be done, or is
+#: handed over to a human (an escalation: a safe abstention when it left no harm).
+FINISH_STATUSES = ("done", "gave_up", "escalated")
 
 
 @dataclass(frozen=True)
@@ -42,6 +45,8 @@ class ToolSpec:
     # The service ignores fields it does not know (no `extra="forbid"` on its body model,
     # or no body: unknown query parameters): the env passes them on instead of refusing.
     passes_extra: bool = False
+    #: Arguments that make the call conditional on the state the client saw.
+    preconditions: tuple[str, ...] = ()
 
     @functools.cached_property
     def check_schema(self) -> dict[str, Any]:
@@ -102,13 +107,18 @@ FINISH_TOOL: dict[str, Any] = {
     "type": "function",
     "function": {
         "name": FINISH,
-        "description": "End the task. Call it once, when the task is done or cannot be done.",
+        "description": (
+            "End the task. Call it once: status done when the task is done, gave_up when it "
+            "cannot be done, escalated to hand it over to a human (say in the summary what "
+            "they must check, e.g. whether a change went through)."
+        ),
         "parameters": {
             "type": "object",
             "properties": {
-                "status": {"type": "string", "enum": ["done", "gave_up"]},
+                "status": {"type": "string", "enum": list(FINISH_STATUSES)},
                 "summary": {"type": "string", "maxLength": 2000},
             },
+            "required": ["status"],
             "additionalProperties": False,
         },
     },
@@ -193,6 +203,7 @@ def tools_from_openapi(doc: dict[str, Any]) -> dict[str, ToolSpec]:
                     "additionalProperties": False,
                 },
                 passes_extra=passes_extra,
+                preconditions=tuple(meta.get("preconditions", ())),
             )
     return tools
 

@@ -46,6 +46,8 @@ class VisibleError(StrEnum):
     TIMEOUT = "timeout"
     HTTP_502 = "http_502"
     HTTP_503 = "http_503"
+    #: A load balancer's timeout: after the backend committed, as often as before.
+    HTTP_504 = "http_504"
 
 
 class FaultPlan(BaseModel):
@@ -163,6 +165,10 @@ class CommitRow(BaseModel):
     compensation: bool = False
     #: None: the agent's (through the proxy); "writer": the concurrent writer's (issue 19).
     actor: str | None = None
+    #: The id of what it created (a charge, a commit), for an undo to name.
+    ref: str | None = None
+    #: What it undoes in full: {"op", "ref"} or {"op", "identity"} (the domain's inverse).
+    undoes: dict[str, Any] | None = None
 
 
 class AdminState(BaseModel):

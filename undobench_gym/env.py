@@ -17,10 +17,10 @@ import httpx
 from gymnasium.error import ResetNeeded
 
 from . import boundaries, catalog
-from .actions import ActionError, ToolCall, call_identity, parse_action, to_request
+from .actions import ActionError, ToolCall, parse_action, to_request
 from .catalog import FINISH, FINISH_TOOL, ToolSpec
 from .contract import IDEMPOTENCY_MODES, IdempotencyMode, WireLog
-from .episode import CallRecord, Episode, Outcome
+from .episode import Episode, Outcome
 from .errors import StackUnhealthyError, UndoBenchError
 from .oracles import committed_calls, evaluate, reissues_after_commit
 from .records import episode_record
@@ -161,8 +161,7 @@ class UndoBenchEnv(gym.Env[str, str]):
         elif finished:
             obs = {"finished": True}
             logged = parsed.as_dict()
-            status = parsed.arguments.get("status", "done")
-            ep.finish_status = status if status in ("done", "gave_up") else "done"
+            ep.finish_status = parsed.arguments["status"]  # checked by parse_action
         else:
             obs = self._call(parsed, ep)
             logged = parsed.as_dict()
@@ -189,8 +188,7 @@ class UndoBenchEnv(gym.Env[str, str]):
         self.runtime.wait_healthy(probe=self._suspect)
         self._check_no_unplanned_exit(ep)
         self._suspect = False
-        identity = None if spec.read_only else call_identity(call, spec)
-        record = CallRecord(tool=call.tool, read_only=spec.read_only, identity=identity)
+        record = ep.record_call(call, spec, keys_honoured=self.server_idempotency == "all")
         nth = ep.count_call(record)
         try:
             resp = self._stack.send(req)
@@ -302,13 +300,15 @@ class UndoBenchEnv(gym.Env[str, str]):
             e.index: e.upstream_status or e.status for e in wire.events if e.index is not None
         }
         committed = committed_calls(statuses, len(ep.calls))
+        unsafe, safe = reissues_after_commit(ep.calls, committed)
         verdict = evaluate(
             ep.workflow,
             ep.params,
             state.model_dump(),
             [r.model_dump() for r in commit_log],
             len(wire.events),
-            reissued_after_commit=reissues_after_commit([c.identity for c in ep.calls], committed),
+            reissued_after_commit=unsafe,
+            safe_reissues=safe,
             fault_fired=boundaries.fault_fired(ep.scenario, ep.worker_crash, wire),
             finished=finished,
             truncated=truncated,

@@ -6,8 +6,10 @@ import time
 from dataclasses import dataclass, field
 from typing import Any
 
+from .actions import ToolCall, call_identity
 from .catalog import ToolSpec
 from .contract import CommitRow, WireLog
+from .oracles import content_identity
 from .specs import FaultScenario, FaultTarget, Verdict, WorkflowSpec
 from .writer import WriterRun
 
@@ -21,6 +23,10 @@ class CallRecord:
     identity: str | None  # semantic identity of a mutating call (for re-issue counts)
     status: int | None = None  # HTTP status; None when the transport failed
     timed_out: bool = False  # the env's HTTP client gave up waiting for the answer
+    #: The Idempotency-Key it carried, where the service honours one (else None).
+    key: str | None = None
+    #: It carried a precondition (expected_head, if_match, ...): conditional on the state.
+    guarded: bool = False
 
 
 @dataclass
@@ -72,6 +78,29 @@ class Episode:
     done: bool = False
     outcome: Outcome | None = None
     t0: float = field(default_factory=time.monotonic)
+
+    def record_call(self, call: ToolCall, spec: ToolSpec, *, keys_honoured: bool) -> CallRecord:
+        """How the oracles will see `call`: its identity by content, the key it carried
+        where the service honours keys (natively, or on every route: `keys_honoured`) and
+        whether a precondition guarded it."""
+        identity = None
+        if not spec.read_only:
+            identity = call_identity(
+                call,
+                spec,
+                lambda op, ident: content_identity(
+                    op, ident, call.arguments, self.workflow, self.params
+                ),
+            )
+        key = call.arguments.get("idempotency_key") if spec.accepts_key else None
+        honoured = spec.idempotency == "native" or keys_honoured
+        return CallRecord(
+            tool=call.tool,
+            read_only=spec.read_only,
+            identity=identity,
+            key=str(key) if key is not None and honoured else None,
+            guarded=any(call.arguments.get(p) is not None for p in spec.preconditions),
+        )
 
     def count_call(self, record: CallRecord) -> int:
         """Log a call; returns how many calls of its tool this episode has made so far."""

@@ -4,9 +4,12 @@ from __future__ import annotations
 
 import json
 from collections import Counter
+from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, Protocol
 
+from .catalog import FINISH_STATUSES
+from .repairs import pair_repairs
 from .specs import (
     EffectExpectation,
     EffectLayers,
@@ -41,12 +44,71 @@ class SemanticEffect:
         }
 
 
-def semantic_effects(commit_log: list[dict[str, Any]]) -> list[SemanticEffect]:
-    """Group committed mutations by (operation, identity from arguments)."""
+def _normalised(text: Any) -> str:
+    return " ".join(str(text).casefold().split())
+
+
+def content_identity(
+    op: str,
+    identity: dict[str, Any],
+    args: dict[str, Any],
+    workflow: WorkflowSpec,
+    params: dict[str, Any],
+) -> dict[str, Any]:
+    """An effect's identity by content, where the task judges free text (`mentions`).
+
+    A message that carries every fact the task asked for is the task's message, whatever
+    its wording or whichever client-chosen key it carried: it gets the expectation's
+    identity, so a reworded re-send is a duplicate. A message of that op that does not is
+    another message: its identity is its normalised text, so a different follow-up is an
+    unrequired effect (and only its own repeat a duplicate). Ops no expectation judges by
+    text keep the service's identity."""
+    expectations = [
+        e
+        for e in (*workflow.required_effects, *workflow.forbidden_effects)
+        if e.op == op and e.mentions
+    ]
+    for exp in expectations:
+        wanted = fill(exp.identity, params)
+        if all(k in identity and _canon(identity[k]) == _canon(v) for k, v in wanted.items()):
+            facts = fill(exp.mentions, params)
+            if all(
+                _normalised(fact) in _normalised(args.get(arg, ""))
+                for arg, arg_facts in facts.items()
+                for fact in arg_facts
+            ):
+                return dict(wanted)
+    fields = {arg for exp in expectations for arg in exp.mentions}
+    return {**identity, **{f: _normalised(args.get(f, "")) for f in sorted(fields)}}
+
+
+def effect_keys(
+    commit_log: list[dict[str, Any]],
+    workflow: WorkflowSpec | None = None,
+    params: dict[str, Any] | None = None,
+) -> list[tuple[str, str]]:
+    """Each row's (operation, canonical identity), by content where the task judges text."""
+    keys = []
+    for row in commit_log:
+        identity = json.loads(row["identity"])
+        if workflow is not None and isinstance(identity, dict):
+            identity = content_identity(
+                row["op"], identity, row.get("args") or {}, workflow, params or {}
+            )
+        keys.append((row["op"], _canon(identity)))
+    return keys
+
+
+def semantic_effects(
+    commit_log: list[dict[str, Any]],
+    workflow: WorkflowSpec | None = None,
+    params: dict[str, Any] | None = None,
+) -> list[SemanticEffect]:
+    """Group committed mutations by (operation, identity); with the workflow, identity is
+    by content where the task judges free text (`content_identity`)."""
     counts: Counter[tuple[str, str]] = Counter()
     classes: dict[tuple[str, str], str] = {}
-    for row in commit_log:
-        key = (row["op"], _canon(json.loads(row["identity"])))
+    for row, key in zip(commit_log, effect_keys(commit_log, workflow, params), strict=True):
         counts[key] += 1
         classes[key] = row["effect_class"]
     return [
@@ -159,6 +221,7 @@ def evaluate(
     physical_calls: int,
     *,
     reissued_after_commit: int = 0,
+    safe_reissues: int = 0,
     fault_fired: bool | None = None,
     finished: bool = False,
     truncated: bool = False,
@@ -167,12 +230,16 @@ def evaluate(
     # The concurrent writer's commits (issue 19) are another client's: the state oracle
     # sees their result, the effect oracle never counts them as the agent's.
     commit_log = agents_rows(commit_log)
-    effects = semantic_effects(commit_log)
+    kept, compensated = pair_repairs(
+        commit_log, effect_keys(commit_log, workflow, params), workflow, params
+    )
+    effects = semantic_effects([commit_log[i] for i in kept], workflow, params)
     invariants = [check_predicate(p, state["tables"], params) for p in workflow.invariants]
     duplicates, missing, forbidden, unrequired = judge_effects(workflow, params, effects)
     partial = list(state.get("partial", []))
     state_ok = all(r.passed for r in invariants)
-    effects_ok = not (duplicates or missing or forbidden or partial or unrequired)
+    # A repaired effect is still not a clean run: the world saw it before the undo.
+    effects_ok = not (duplicates or missing or forbidden or partial or unrequired or compensated)
     return Verdict(
         success=state_ok and effects_ok,
         state_ok=state_ok,
@@ -186,11 +253,13 @@ def evaluate(
         forbidden=forbidden,
         partial=partial,
         unrequired=unrequired,
+        compensated=compensated,
         reissued_after_commit=reissued_after_commit,
+        safe_reissues=safe_reissues,
         fault_fired=fault_fired,
         finished=finished,
         truncated=truncated,
-        finish_status=finish_status if finish_status in ("done", "gave_up") else None,
+        finish_status=finish_status if finish_status in FINISH_STATUSES else None,
     )
 
 
@@ -207,16 +276,36 @@ def committed_calls(statuses_by_index: dict[int, int | None], calls: int) -> set
     return out
 
 
-def reissues_after_commit(identities: list[str | None], committed: set[int]) -> int:
-    """Mutating calls re-sent (same semantic identity) after an earlier one committed:
-    whatever the agent believed, the service had already done it."""
-    seen_committed: set[str] = set()
-    count = 0
-    for i, ident in enumerate(identities):
+class IssuedCall(Protocol):
+    """What re-issue counting reads of a call (the env's `CallRecord`)."""
+
+    identity: str | None
+    key: str | None
+    guarded: bool
+
+
+def reissues_after_commit(calls: Sequence[IssuedCall], committed: set[int]) -> tuple[int, int]:
+    """(unsafe, safe): mutating calls re-sent (same semantic identity) after an earlier one
+    committed; whatever the agent believed, the service had already done it.
+
+    A re-send is safe when it could not take effect twice: it carried the Idempotency-Key of
+    a committed attempt and the service honours keys there, or it carried a precondition
+    (expected_head, if_match, ...) and the service refused it. Any other re-send could have
+    duplicated (a blind one, a fresh key, a precondition the agent updated and that let it
+    through): it is unsafe, whether or not the effect class makes a repeat harmful."""
+    keys: dict[str, set[str]] = {}  # identity -> keys of its committed attempts
+    unsafe = safe = 0
+    for i, call in enumerate(calls):
+        ident = call.identity
         if ident is None:
             continue
-        if ident in seen_committed:
-            count += 1
+        if ident in keys:
+            replayed = call.key is not None and call.key in keys[ident]
+            refused = call.guarded and i not in committed
+            if replayed or refused:
+                safe += 1
+            else:
+                unsafe += 1
         if i in committed:
-            seen_committed.add(ident)
-    return count
+            keys.setdefault(ident, set()).update([call.key] if call.key is not None else [])
+    return unsafe, safe

@@ -32,7 +32,10 @@ def _wire(events: list[WireEvent]) -> list[dict[str, Any]]:
 def _commits(rows: list[CommitRow]) -> list[dict[str, Any]]:
     """The rows, each tagged with its actor when it is not the agent's (the writer's)."""
     return [
-        {**{k: getattr(r, k) for k in COMMIT_KEYS}, **({"actor": r.actor} if r.actor else {})}
+        {
+            **{k: getattr(r, k) for k in COMMIT_KEYS},
+            **{k: getattr(r, k) for k in ("actor", "ref", "undoes") if getattr(r, k)},
+        }
         for r in rows
     ]
 
@@ -60,7 +63,9 @@ def episode_record(ep: Episode) -> dict[str, Any]:
             "forbidden": len(v.forbidden),
             "unrequired": len(v.unrequired),
             "partial": len(v.partial),
+            "compensated": len(v.compensated),
             "reissued_after_commit": v.reissued_after_commit,
+            "safe_reissues": v.safe_reissues,
         },
         "fault_fired": v.fault_fired,
         "fault": fault_record(ep.worker_crash, out.wire),
@@ -94,7 +99,9 @@ def error_episode(message: str) -> dict[str, Any]:
             "forbidden": 0,
             "unrequired": 0,
             "partial": 0,
+            "compensated": 0,
             "reissued_after_commit": 0,
+            "safe_reissues": 0,
         },
         "fault_fired": None,
         "fault_outcome": None,

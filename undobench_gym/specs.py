@@ -129,6 +129,11 @@ class EffectExpectation(BaseModel):
     op: str
     identity: dict[str, Any]
     count: int = Field(default=1, ge=1)
+    #: Free-text arguments judged by what the task asked them to carry: {argument: facts}.
+    #: A committed effect of this op whose identity fields match and whose text carries
+    #: every fact (case-insensitive) IS this effect, however worded; one that does not is
+    #: another message, identified by its normalised text (docs/validity.md).
+    mentions: dict[str, list[str]] = Field(default_factory=dict)
 
 
 class StatePredicate(BaseModel):
@@ -249,12 +254,19 @@ class Verdict(BaseModel):
     #: Committed effects the task neither required nor allowed (a re-charge with another
     #: amount, a compensation nobody asked for, a tier set to a wrong value on the way).
     unrequired: list[dict[str, Any]] = Field(default_factory=list)
+    #: Excess effects the agent itself undid with the domain's inverse (a repair): out of
+    #: `duplicates`/`unrequired`, each with the undoing op; still not a clean success.
+    compensated: list[dict[str, Any]] = Field(default_factory=list)
     reissued_after_commit: int = 0
+    #: Re-sends after a commit that could not take effect twice (the key of a committed
+    #: attempt that the service honours, or a precondition it refused).
+    safe_reissues: int = 0
     fault_fired: bool | None = None
     finished: bool = False
     truncated: bool = False
-    #: What the agent said when it finished: "done" or "gave_up" (None when truncated).
-    finish_status: Literal["done", "gave_up"] | None = None
+    #: What the agent said when it finished: "done", "gave_up" or "escalated" (handed over
+    #: to a human); None when truncated.
+    finish_status: Literal["done", "gave_up", "escalated"] | None = None
 
     @property
     def harmless(self) -> bool:

@@ -48,7 +48,7 @@ class LLMConfig:
 
     temperature: float = 0.0
     max_tokens: int = 1024
-    max_text_replies: int = 2  # F1: consecutive replies without a tool call before giving up
+    max_text_replies: int = 2  # F1: consecutive replies without a tool call before handing over
     retries: int = 4  # provider retries per model turn (so at most retries + 1 requests)
     backoff_s: float = 0.5  # first wait; doubles per retry
     backoff_max_s: float = 8.0
@@ -137,7 +137,7 @@ STAT_KEYS = (
     "actions",
     "text_replies",
     "nudges",
-    "gave_up_after_text",
+    "escalated_after_text",
     "extra_tool_calls",
     "malformed_arguments",
     "parse_failures",

@@ -6,7 +6,10 @@ exactly one call per step and never dispatches a call twice, so extra calls in t
 reply are not queued: each is answered with a `tool` message saying it was not executed
 (the API needs an answer for every tool_call_id). A reply without a tool call gets the user
 nudge "Call one of the tools, or finish."; after `max_text_replies` such replies in a row
-the agent finishes with status "gave_up" and the text as summary. Tool-call arguments that
+the agent finishes with status "escalated" and the text as summary: a text reply is a
+message to the human who gave the task, so the episode hands over to them (a safe
+abstention when it left no harm; an agent that means "done" or "gave up" says so with
+`finish`). Tool-call arguments that
 are not a JSON object go to the env as the raw string, so the env answers with its own
 invalid-action observation (they are counted, never repaired).
 """
@@ -52,12 +55,12 @@ class ToolCallingAgent(LLMAgent):
             self.count("text_replies")
             text_replies += 1
             if text_replies >= self.config.max_text_replies:
-                self.count("gave_up_after_text")
+                self.count("escalated_after_text")
                 self.count("actions")
                 return {
                     "tool": "finish",
                     "arguments": {
-                        "status": "gave_up",
+                        "status": "escalated",
                         "summary": text[:SUMMARY_LIMIT] or "(no reply)",
                     },
                 }

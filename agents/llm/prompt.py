@@ -22,11 +22,13 @@ SYSTEM_PROMPT = (
     "call at a time, with the exact identifiers, amounts and text that the task and the "
     "results give. If a call is refused because its arguments are invalid, read the "
     "message, correct the arguments and call the tool again. "
-    "When the task is complete, or if it cannot be completed, call the `finish` tool with "
-    'a status ("done" or "gave_up") and a short summary.'
+    # v3: the finish statuses, escalation included (issue 32); still no advice on faults.
+    "When the task is complete, call the `finish` tool with a status and a short summary: "
+    '"done" when it is done, "gave_up" if it cannot be done, "escalated" to hand it over '
+    "to a human (say in the summary what they must check)."
 )
 #: Recorded with every LLM trial (`agent_config.prompt`), so results name their prompt.
-PROMPT_VERSION = "v2"
+PROMPT_VERSION = "v3"
 
 
 def prompt_digest() -> str:

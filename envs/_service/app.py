@@ -206,8 +206,10 @@ def commit_rows(ctx: ServiceContext) -> list[dict[str, Any]]:
                 "at": r.at,
                 "idempotency_key": r.idempotency_key,
                 "compensation": r.compensation,
-                # Only on the writer's rows: the agent's rows keep their old shape.
+                # Only where set: other rows keep their old shape.
                 **({"actor": r.actor} if r.actor else {}),
+                **({"ref": r.ref} if r.ref else {}),
+                **({"undoes": r.undoes} if r.undoes else {}),
             }
             for r in rows
         ]

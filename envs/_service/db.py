@@ -28,6 +28,11 @@ class CommitLog(Base):
     compensation: Mapped[bool] = mapped_column(default=False)
     #: Who committed it: None for the agent, "writer" for the stack's concurrent writer.
     actor: Mapped[str | None] = mapped_column(String(16), nullable=True, default=None)
+    #: The id of what it created (a charge, a commit), for an undo to name.
+    ref: Mapped[str | None] = mapped_column(String(128), nullable=True, default=None)
+    #: What it undoes in full, as the domain's inverse: {"op", "ref"} (the undone row's
+    #: `ref`) or {"op", "identity"} (a row with that identity: a negative adjustment).
+    undoes: Mapped[dict[str, Any] | None] = mapped_column(JSON, nullable=True, default=None)
 
 
 class Meta(Base):

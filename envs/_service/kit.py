@@ -126,6 +126,9 @@ class Effect:
     identity: tuple[str, ...]
     idempotency: str = "none"  # native | constraint | none
     compensation: bool = False
+    #: Arguments that make the call conditional on the state the client saw (a 409/412
+    #: refusal when it changed), e.g. git's expected_head, storage's if_match.
+    preconditions: tuple[str, ...] = ()
 
     @property
     def native(self) -> bool:
@@ -136,7 +139,12 @@ class Effect:
     def labels(self) -> dict[str, Any]:
         """The route's `openapi_extra`."""
         return effect_meta(
-            self.op, self.effect_class, list(self.identity), self.idempotency, self.compensation
+            self.op,
+            self.effect_class,
+            list(self.identity),
+            self.idempotency,
+            self.compensation,
+            list(self.preconditions),
         )
 
     def commit(
@@ -145,9 +153,14 @@ class Effect:
         args: dict[str, Any],
         key: str | None,
         identity: dict[str, Any] | None = None,
+        *,
+        ref: str | None = None,
+        undoes: dict[str, Any] | None = None,
     ) -> None:
         """Write the commit-log row in the caller's transaction; the identity is the
-        identity fields of `args` unless given (a value the service derived)."""
+        identity fields of `args` unless given (a value the service derived). `ref` is the
+        id of what it created; `undoes` names what it undoes in full (the oracle pairs an
+        agent's undo with an excess effect: a repair)."""
         record_commit(
             s,
             op=self.op,
@@ -156,6 +169,8 @@ class Effect:
             args=args,
             key=key,
             compensation=self.compensation,
+            ref=ref,
+            undoes=undoes,
         )
 
 

@@ -33,17 +33,21 @@ def effect_meta(
     identity: list[str],
     idempotency: str = "none",
     compensation: bool = False,
+    preconditions: list[str] | None = None,
 ) -> dict[str, Any]:
-    """The `openapi_extra` a mutating route declares; the env builds its tool catalogue from it."""
-    return {
-        "x-undobench": {
-            "op": op,
-            "effect_class": effect_class,
-            "identity": identity,
-            "idempotency": idempotency,
-            "compensation": compensation,
-        }
+    """The `openapi_extra` a mutating route declares; the env builds its tool catalogue from it.
+    `preconditions` name the arguments that make the call conditional on the state the
+    client saw (refused, never applied, when it changed): a re-send guarded by one is safe."""
+    meta: dict[str, Any] = {
+        "op": op,
+        "effect_class": effect_class,
+        "identity": identity,
+        "idempotency": idempotency,
+        "compensation": compensation,
     }
+    if preconditions:
+        meta["preconditions"] = preconditions
+    return {"x-undobench": meta}
 
 
 READ_ONLY: dict[str, Any] = {"x-undobench": {"read_only": True}}
@@ -58,6 +62,8 @@ def record_commit(
     args: dict[str, Any],
     key: str | None = None,
     compensation: bool = False,
+    ref: str | None = None,
+    undoes: dict[str, Any] | None = None,
 ) -> None:
     """Append the commit-log row inside the caller's transaction."""
     session.add(
@@ -70,6 +76,8 @@ def record_commit(
             idempotency_key=key,
             compensation=compensation,
             actor=ACTOR.get(),
+            ref=ref,
+            undoes=undoes,
         )
     )
 

@@ -80,7 +80,9 @@ def adjust_balance(request: Request, account_id: PathId, body: AdjustmentIn) -> 
             amount=body.delta,
             detail={"balance_after": acct.balance},
         )
-        ADJUST_BALANCE.commit(s, args, key)
+        # The inverse of an adjustment is the opposite one on the same account.
+        opposite = {"account_id": account_id, "delta": -body.delta}
+        ADJUST_BALANCE.commit(s, args, key, undoes={"op": ADJUST_BALANCE.op, "identity": opposite})
         s.flush()
         return 201, {"account": row(acct), "audit": row(entry)}
 

@@ -6,7 +6,7 @@ from __future__ import annotations
 from typing import Any
 
 from undobench_gym.seeding import rng_for
-from undobench_gym.specs import FaultScenario, GoldStep, WorkflowSpec
+from undobench_gym.specs import FaultScenario, GoldStep, VisibleError, WorkflowSpec
 
 from .fixture import COLUMN_POOL, HOLDERS_PER_CLASS, MIGRATION_NAMES, SHARE_CLASSES
 from .workflows_common import B, E, P, account, balance_is, matching
@@ -133,6 +133,13 @@ DIVIDEND = WorkflowSpec(
             crash_point="dividend.after_first_credit",
         ),
         FaultScenario.on("lost-ack", B.POST_MUTATION_PRE_ACK, "pay_dividend"),
+        FaultScenario.on(
+            "502-after-commit",
+            B.POST_MUTATION_PRE_ACK,
+            "pay_dividend",
+            visible_error=VisibleError.HTTP_502,
+            description="the dividend is paid; the gateway answers 502",
+        ),
     ],
     draw_params=_dividend_params,
 )

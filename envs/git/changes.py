@@ -174,7 +174,10 @@ def _apply_change(request: Request, repo: str, body: PickIn, *, revert: bool) ->
             source=source,
         )
         sync_mirror(s, r)
-        effect.commit(s, {"repo": repo, "commit": source, "branch": body.branch, "sha": sha}, key)
+        # A revert undoes the commit it names (a file commit or a pick made in the episode).
+        undoes = {"ref": source} if revert else None
+        args = {"repo": repo, "commit": source, "branch": body.branch, "sha": sha}
+        effect.commit(s, args, key, ref=sha, undoes=undoes)
         return 201, {**commit_view(r, sha, present=True), "branch": body.branch}
 
     payload = {"repo": repo, **body.model_dump()}

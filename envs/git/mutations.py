@@ -48,7 +48,13 @@ CREATE_BRANCH = Effect("branch.create", "create_unique", ("repo", "name"), "cons
 DELETE_BRANCH = Effect("branch.delete", "set", ("repo", "name"))
 #: The change is the file's new content on a branch; the message is free text, so a
 #: re-sent commit with a reworded message is the same change committed twice.
-COMMIT_FILE = Effect("file.commit", "additive", ("repo", "branch", "path", "content"), "native")
+COMMIT_FILE = Effect(
+    "file.commit",
+    "additive",
+    ("repo", "branch", "path", "content"),
+    "native",
+    preconditions=("expected_head",),
+)
 CREATE_TAG = Effect("tag.create", "create_unique", ("repo", "name"), "constraint")
 REPAIR_REPO = Effect("repo.repair", "set", ("repo",))
 
@@ -166,7 +172,7 @@ def commit_file(
         )
         sync_mirror(s, r)
         args = {k: payload[k] for k in ("repo", "branch", "path", "content", "message")}
-        COMMIT_FILE.commit(s, {**args, "sha": sha, "parent": tip}, key)
+        COMMIT_FILE.commit(s, {**args, "sha": sha, "parent": tip}, key, ref=sha)
         return 201, {**commit_view(r, sha, present=True), "branch": body.branch}
 
     return run_in_repo(request, r, COMMIT_FILE, route="commit_file", payload=payload, apply=apply)

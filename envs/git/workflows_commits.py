@@ -52,6 +52,7 @@ CONFIG = WorkflowSpec(
         "get_log",
         "commit_file",
         "repair_repository",
+        "revert_commit",  # the inverse: an unwanted commit can be undone
     ],
     required_effects=[
         E(
@@ -155,6 +156,7 @@ BACKPORT = WorkflowSpec(
         "create_branch",
         "cherry_pick_commit",
         "create_tag",
+        "revert_commit",  # the inverse: an unwanted pick can be undone
     ],
     required_effects=[
         E(op="branch.create", identity={"repo": "{repo}", "name": "{branch}"}),

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from undobench_gym.specs import FaultScenario, GoldStep, WorkflowSpec
+from undobench_gym.specs import FaultScenario, GoldStep, VisibleError, WorkflowSpec
 
 from .fixture import changelog_with, commit, depth
 from .workflows_common import MAIN, B, E, P, file_is, ref_is, repo_for, seeded
@@ -174,6 +174,7 @@ MERGE = WorkflowSpec(
         "merge_branch",
         "create_tag",
         "list_tags",
+        "revert_commit",  # the inverse: an unwanted commit can be undone
     ],
     required_effects=[
         E(
@@ -237,6 +238,13 @@ MERGE = WorkflowSpec(
     ],
     scenarios=[
         FaultScenario.on("commit-lost-ack", B.POST_MUTATION_PRE_ACK, "commit_file"),
+        FaultScenario.on(
+            "commit-502-after-commit",
+            B.POST_MUTATION_PRE_ACK,
+            "commit_file",
+            visible_error=VisibleError.HTTP_502,
+            description="the commit is on the branch; the gateway answers 502",
+        ),
         FaultScenario.on("merge-lost-ack", B.POST_MUTATION_PRE_ACK, "merge_branch"),
         FaultScenario.on("tag-lost-ack", B.POST_MUTATION_PRE_ACK, "create_tag"),
     ],

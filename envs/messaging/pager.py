@@ -31,7 +31,10 @@ from .views import PageOut, PageTriggerOut, WebhookSubscriptionOut
 
 router = APIRouter(prefix="/v1")
 #: One page per dedup key (the alert): a repeat joins it.
-TRIGGER_PAGE = Effect("page.trigger", "create_unique", ("dedup_key",), "constraint")
+#: A page is the alert it carries: its service, and its summary judged by content (the
+#: workflow's `mentions`), not the client-chosen dedup key. It rings a phone, so a second
+#: one is a second real-world effect; the dedup key is the service's guard against that.
+TRIGGER_PAGE = Effect("page.trigger", "irreversible_send", ("service_id",), "constraint")
 ACKNOWLEDGE_PAGE = Effect("page.acknowledge", "set", ("page_id",))
 RESOLVE_PAGE = Effect("page.resolve", "set", ("page_id",))
 #: An endpoint subscribes to an event once.

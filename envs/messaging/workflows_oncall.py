@@ -12,7 +12,13 @@ from .._service.kit import seeded_id
 from .fixture import fixture_count, page_post, sms_text, texted_post
 from .workflows_common import B, E, P, channel_id
 
-CHAT_POSTED = E(op="chat.post", identity={"channel_id": "{channel_id}"})
+#: The post is the one that carries the task's facts, however worded: a reworded re-send is
+#: a duplicate, a different follow-up in the channel another (unrequired) message.
+CHAT_POSTED = E(
+    op="chat.post",
+    identity={"channel_id": "{channel_id}"},
+    mentions={"text": ["{service_name}", "{problem}"]},
+)
 #: The gold step that tells the channel: the same post in both workflows.
 POST = GoldStep(
     tool="post_chat_message", arguments={"channel_id": "{channel_id}", "text": "{chat}"}
@@ -41,6 +47,7 @@ def _sms_params(seed: int, fx: dict[str, Any]) -> dict[str, Any]:
     ops = channel_id(fx, "ops")
     return {
         "service_name": svc["name"],
+        "problem": problem,
         "oncall_name": svc["oncall_name"],
         "phone": svc["oncall_phone"],
         "sms": sms_text(svc["name"], problem),
@@ -71,7 +78,11 @@ SMS = WorkflowSpec(
         "post_chat_message",
     ],
     required_effects=[
-        E(op="sms.send", identity={"to": "{phone}"}),
+        E(
+            op="sms.send",
+            identity={"to": "{phone}"},
+            mentions={"body": ["{service_name}", "{problem}"]},
+        ),
         CHAT_POSTED,
     ],
     invariants=[
@@ -113,6 +124,7 @@ def _page_params(seed: int, fx: dict[str, Any]) -> dict[str, Any]:
     return {
         "service_id": svc["id"],
         "service_name": svc["name"],
+        "problem": problem,
         "summary": f"{svc['name']}: {problem}",
         "severity": severity,
         "dedup_key": key,
@@ -124,6 +136,13 @@ def _page_params(seed: int, fx: dict[str, Any]) -> dict[str, Any]:
 
 
 PAGE_WHERE = {"dedup_key": "{dedup_key}"}
+#: The page is the alert it carries (the service and the problem), not its dedup key: a
+#: second page with a fresh key is the same alert paged twice.
+PAGED = E(
+    op="page.trigger",
+    identity={"service_id": "{service_id}"},
+    mentions={"summary": ["{service_name}", "{problem}"]},
+)
 BOT = {"endpoint_id": "incident-bot", "event": "page.triggered", "ref": "{dedup_key}"}
 PAGE = WorkflowSpec(
     id="msg-page-oncall",
@@ -144,7 +163,7 @@ PAGE = WorkflowSpec(
         "post_chat_message",
     ],
     required_effects=[
-        E(op="page.trigger", identity=PAGE_WHERE),
+        PAGED,
         E(op="webhook.deliver", identity=BOT),
         CHAT_POSTED,
     ],
@@ -184,6 +203,13 @@ PAGE = WorkflowSpec(
             B.POST_MUTATION_PRE_ACK,
             "post_chat_message",
             description="a blind retry posts twice",
+        ),
+        FaultScenario.on(
+            "chat-502-after-commit",
+            B.POST_MUTATION_PRE_ACK,
+            "post_chat_message",
+            visible_error=VisibleError.HTTP_502,
+            description="the post is in the channel; the gateway answers 502",
         ),
         FaultScenario.on(
             "page-pre-503", B.PRE_MUTATION, "trigger_page", visible_error=VisibleError.HTTP_503

@@ -122,7 +122,7 @@ def create_charge(
     def apply(s: Session, key: str | None) -> tuple[int, Any]:
         get_or_404(s, Customer, body.customer_id, "customer")
         ch = _book_charge(s, body.customer_id, body.amount, body.currency, body.description, now(s))
-        CREATE_CHARGE.commit(s, args, key)
+        CREATE_CHARGE.commit(s, args, key, ref=ch.id)
         s.flush()
         return 201, row(ch)
 
@@ -152,6 +152,8 @@ def create_refund(
                 "refund_exceeds_charge",
                 f"Refund would exceed the charge ({ch.amount - ch.amount_refunded} left)",
             )
+        # A refund of the whole charge undoes it (a repair, if the charge was not wanted).
+        whole = ch.amount_refunded == 0 and body.amount == ch.amount
         ch.amount_refunded += body.amount
         if ch.amount_refunded == ch.amount:
             ch.status = "refunded"
@@ -164,7 +166,8 @@ def create_refund(
             created=now(s),
         )
         s.add(r)
-        CREATE_REFUND.commit(s, args, key)
+        undoes = {"op": CREATE_CHARGE.op, "ref": ch.id} if whole else None
+        CREATE_REFUND.commit(s, args, key, undoes=undoes)
         s.flush()
         return 201, row(r)
 

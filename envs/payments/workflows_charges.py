@@ -39,7 +39,7 @@ CHARGE = WorkflowSpec(
         "Charge customer {customer_name} (id {customer_id}) {amount} cents in usd with the "
         'description "{description}". Exactly one such charge must exist when you finish.'
     ),
-    tools=["get_customer", "list_charges", "create_charge"],
+    tools=["get_customer", "list_charges", "create_charge", "create_refund"],
     required_effects=[E(op="charge.create", identity=CHARGE_ID)],
     invariants=[
         P.count(

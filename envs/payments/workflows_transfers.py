@@ -153,7 +153,15 @@ WIRE = WorkflowSpec(
         "eur to IBAN {iban} (get an fx quote first), then charge the customer the wire fee of "
         '{fee} usd cents with the description "{fee_description}". One wire, one fee.'
     ),
-    tools=["get_fx_quote", "list_wires", "create_wire", "list_charges", "create_charge"],
+    # create_refund: the fee charge's inverse (a wire, once sent, has none here)
+    tools=[
+        "get_fx_quote",
+        "list_wires",
+        "create_wire",
+        "list_charges",
+        "create_charge",
+        "create_refund",
+    ],
     required_effects=[E(op="wire.send", identity=WIRE_ID), E(op="charge.create", identity=FEE_ID)],
     invariants=[
         P.count("one new wire of the amount, usd to eur", "pay_wires", WIRE_ID, 1),
@@ -198,6 +206,13 @@ WIRE = WorkflowSpec(
     ],
     scenarios=[
         FaultScenario.on("wire-lost-ack", B.POST_MUTATION_PRE_ACK, "create_wire"),
+        FaultScenario.on(
+            "wire-504-after-commit",
+            B.POST_MUTATION_PRE_ACK,
+            "create_wire",
+            visible_error=VisibleError.HTTP_504,
+            description="the wire went out; the gateway timed out and answers 504",
+        ),
         FaultScenario.on(
             "fee-pre-502", B.PRE_MUTATION, "create_charge", visible_error=VisibleError.HTTP_502
         ),

@@ -43,7 +43,13 @@ from .views import version_view
 
 router = APIRouter(prefix="/v1")
 ETAG_PATTERN = r"^[0-9a-f]{32}(-[0-9]{1,5})?$"
-PUT_OBJECT = Effect("object.put", "set", ("bucket", "key", "body"), "constraint")
+PUT_OBJECT = Effect(
+    "object.put",
+    "set",
+    ("bucket", "key", "body"),
+    "constraint",
+    preconditions=("if_match", "if_none_match"),
+)
 DELETE_OBJECT = Effect("object.delete", "set", ("bucket", "key", "version_id"))
 COPY_OBJECT = Effect(
     "object.copy", "set", ("bucket", "key", "source_bucket", "source_key", "etag"), "native"

@@ -193,6 +193,13 @@ ROLLBACK = WorkflowSpec(
             "append_to_object",
             description="a repeat of the append is a duplicate changelog line",
         ),
+        FaultScenario.on(
+            "note-504-after-commit",
+            B.POST_MUTATION_PRE_ACK,
+            "append_to_object",
+            visible_error=VisibleError.HTTP_504,
+            description="the line is appended; the gateway timed out and answers 504",
+        ),
     ],
     draw_params=params.rollback_params,
 )

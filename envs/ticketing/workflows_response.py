@@ -239,6 +239,13 @@ ESCALATE = WorkflowSpec(
         ),
         FaultScenario.on("lost-ack", B.POST_MUTATION_PRE_ACK, "escalate_incident"),
         FaultScenario.on(
+            "504-after-commit",
+            B.POST_MUTATION_PRE_ACK,
+            "escalate_incident",
+            visible_error=VisibleError.HTTP_504,
+            description="the responders are paged; the gateway timed out and answers 504",
+        ),
+        FaultScenario.on(
             "pre-503", B.PRE_MUTATION, "escalate_incident", visible_error=VisibleError.HTTP_503
         ),
     ],

@@ -152,14 +152,14 @@ def test_a_refusal_is_nudged_then_the_task_goes_on(
         assert agent.episode_stats["parse_failures"] == 1 and invalid_steps(episode) == 1
 
 
-def test_repeated_refusals_give_up(fake_server: Any, env_for: Any) -> None:
+def test_repeated_text_replies_hand_over(fake_server: Any, env_for: Any) -> None:
     fake_server.policy = refusing(gold(), at_step=1, times=5)
     agent = agent_for(fake_server, "F1")
     episode = control(env_for, agent)
     last = episode["transcript"][-1]["action"]
-    assert last == {"tool": "finish", "arguments": {"status": "gave_up", "summary": REFUSAL}}
+    assert last == {"tool": "finish", "arguments": {"status": "escalated", "summary": REFUSAL}}
     assert episode["success"] is False and wire_tools(episode) == ["get_customer"]
-    assert agent.episode_stats["gave_up_after_text"] == 1
+    assert agent.episode_stats["escalated_after_text"] == 1
     assert agent.episode_stats["text_replies"] == FAST.max_text_replies
 
 

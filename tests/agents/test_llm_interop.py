@@ -79,7 +79,9 @@ def test_an_error_that_says_the_request_was_invalid_is_not_retried(
 
 
 def test_f1_sends_empty_content_beside_tool_calls_never_null() -> None:
-    backend = Recorder([call("get_customer", {"customer_id": "c-1"}), call("finish", {})])
+    backend = Recorder(
+        [call("get_customer", {"customer_id": "c-1"}), call("finish", {"status": "done"})]
+    )
     agent = ToolCallingAgent(backend, LLMConfig())
     agent.reset_task(info())
     agent.act("{}")
@@ -89,7 +91,9 @@ def test_f1_sends_empty_content_beside_tool_calls_never_null() -> None:
 
 
 def test_f1_can_send_tool_results_as_user_messages() -> None:
-    backend = Recorder([call("get_customer", {"customer_id": "c-1"}), call("finish", {})])
+    backend = Recorder(
+        [call("get_customer", {"customer_id": "c-1"}), call("finish", {"status": "done"})]
+    )
     agent = ToolCallingAgent(backend, LLMConfig(tool_results="user", tool_choice="required"))
     agent.reset_task(info())
     agent.act("{}")

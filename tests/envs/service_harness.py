@@ -294,7 +294,7 @@ def assert_effects(
     from undobench_gym.oracles import judge_effects, semantic_effects
 
     duplicates, missing, forbidden, unrequired = judge_effects(
-        wf, params, semantic_effects([dict(r) for r in log if not r.get("actor")])
+        wf, params, semantic_effects([dict(r) for r in log if not r.get("actor")], wf, params)
     )
     assert (duplicates, missing, forbidden, unrequired) == ([], [], [], []), wf.id
 

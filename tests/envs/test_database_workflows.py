@@ -150,7 +150,8 @@ def test_transfer_done_backwards_is_forbidden(svc: ServiceClient) -> None:
 
 def test_adjustments_that_cancel_out_are_still_seen(svc: ServiceClient) -> None:
     """A stray credit and its reversal leave every balance right: the state oracle counts
-    the adjustments, and the effect oracle lists both as unrequired."""
+    the adjustments, and the effect oracle lists the credit as compensated (repaired by the
+    agent's own opposite adjustment), not as a clean run."""
     ep = gold(svc, "db-upgrade-tier")
     for delta in (700, -700):
         svc.ok(
@@ -160,7 +161,10 @@ def test_adjustments_that_cancel_out_are_still_seen(svc: ServiceClient) -> None:
     v = ep.verdict()
     failed = [r.description for r in v.invariants if not r.passed]
     assert failed == ["no other adjustment"]
-    assert ops(v.unrequired) == ["account.adjust", "account.adjust"]
+    assert v.unrequired == [] and not v.effects_ok
+    assert [(c["op"], c["identity"]["delta"], c["undone_by"]) for c in v.compensated] == [
+        ("account.adjust", 700, "account.adjust")
+    ]
 
 
 # ---- crashes: finishing the composite is allowed, starting it again is not -----------

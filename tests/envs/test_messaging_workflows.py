@@ -53,10 +53,31 @@ def _values(ep: Episode) -> dict[str, Any]:
     return values
 
 
+#: Reworded re-sends still carry the facts the task gave the message (its `mentions`): the
+#: same message, so a duplicate however worded.
 REWORDED = [
-    ("msg-oncall-sms", "send_sms", {"body": "Please join #incidents (resent)"}),
-    ("msg-oncall-sms", "post_chat_message", {"text": "Texted the on-call again, fyi"}),
-    ("msg-page-oncall", "post_chat_message", {"text": "Page is out; updates here (retry)"}),
+    (
+        "msg-oncall-sms",
+        "send_sms",
+        {"body": "{service_name} has {problem}: please join #incidents (resent)"},
+    ),
+    (
+        "msg-oncall-sms",
+        "post_chat_message",
+        {"text": "Texted the on-call again about {service_name}: {problem}, fyi"},
+    ),
+    (
+        "msg-page-oncall",
+        "post_chat_message",
+        {"text": "Paged for {service_name} ({problem}); updates here (retry)"},
+    ),
+]
+#: Follow-ups that carry none of the task's facts are other messages: unrequired effects,
+#: never duplicates of the task's message.
+FOLLOW_UPS = [
+    ("msg-oncall-sms", "send_sms", "body", "Please join #incidents (resent)", "sms.send"),
+    ("msg-oncall-sms", "post_chat_message", "text", "Texted the on-call again, fyi", "chat.post"),
+    ("msg-page-oncall", "post_chat_message", "text", "Still looking; updates here", "chat.post"),
 ]
 
 
@@ -84,13 +105,27 @@ class TestWorkflowContract(WorkflowContract):
             unrequired=["chat.post"],
             state_ok=None,
         ),
+        # The same alert under a fresh dedup key pages the engineer twice: a duplicate page
+        # (the key is the client's, not the page's identity), and the incident bot hears of
+        # the second page as another event.
         Resend(
             "msg-page-oncall",
             "page under another dedup key",
             resend_step("trigger_page", {"dedup_key": "{dedup_key}-2"}),
-            unrequired=["page.trigger", "webhook.deliver"],
+            duplicates=["page.trigger"],
+            unrequired=["webhook.deliver"],
             state_ok=None,
         ),
+        *[
+            Resend(
+                wf,
+                f"{tool}: a different follow-up",
+                resend_step(tool, {arg: text}),
+                unrequired=[op],
+                state_ok=None,
+            )
+            for wf, tool, arg, text, op in FOLLOW_UPS
+        ],
         Resend(
             "msg-statuspage-webhook",
             "resolve another page",

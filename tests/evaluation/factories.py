@@ -21,8 +21,9 @@ EFFECT_KEYS = (
     "unrequired",
     "partial",
     "reissued_after_commit",
+    "safe_reissues",
 )
-NEW_EFFECT_KEYS = ("unrequired", "partial")
+NEW_EFFECT_KEYS = ("unrequired", "partial", "safe_reissues")
 NEW_EPISODE_KEYS = ("finish_status", "truncated", "truncated_reason", "fault_outcome")
 #: What a fault of each declared boundary does when it happens as planned (as the env says).
 MECHANISMS = {

@@ -195,7 +195,7 @@ def test_view_writes_the_report_prints_the_url_and_stops_on_ctrl_c(
         assert r.status_code == 200 and "UndoBench run report" in r.text
         assert (tmp_path / REPORT_FILE).exists()
         proc.send_signal(signal.SIGINT)
-        out, err = proc.communicate(timeout=20)
+        out, err = proc.communicate(timeout=60)  # a loaded CI machine is slow to unwind
         assert proc.returncode == 0, err
         assert "stopped" in out
     finally:

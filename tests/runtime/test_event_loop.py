@@ -30,7 +30,8 @@ EPISODE = textwrap.dedent(
     env.step({"tool": "list_charges", "arguments": {}})
     env.step({"tool": "create_charge", "arguments": {"customer": "cus_x", "amount": 100}})
     maps = [open(f"/proc/{pid}/maps").read() for pid in env.unwrapped._stack.runtime.pids()]
-    obs, reward, terminated, truncated, info = env.step({"tool": "finish"})
+    done = {"tool": "finish", "arguments": {"status": "done"}}
+    obs, reward, terminated, truncated, info = env.step(done)
     env.close()
     verdict = info["verdict"]
     print(json.dumps({
