@@ -19,9 +19,9 @@ from typing import Any
 
 import anyio
 from mcp import ClientSession
-from mcp.shared.memory import create_connected_server_and_client_session
 
 from undobench_gym.mcp.bridge import RAW, RAW_ACTION
+from undobench_gym.mcp.sdk import memory_session
 from undobench_gym.mcp.tools import result_text, tool_schema
 
 from .episode import EpisodeContext
@@ -115,7 +115,7 @@ class ThreadLauncher:
         stop = threading.Event()
 
         async def main() -> None:
-            async with create_connected_server_and_client_session(ctx.server) as session:
+            async with memory_session(ctx.server) as session:
                 await drive(session, self.agent, ctx.task, ctx.task_instance, stop)
 
         def run() -> None:

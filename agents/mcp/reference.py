@@ -27,9 +27,9 @@ from pathlib import Path
 import anyio
 from mcp import ClientSession, StdioServerParameters
 from mcp.client.stdio import stdio_client
-from mcp.client.streamable_http import streamable_http_client
 
 from undobench_gym.errors import ProviderUnavailable, UndoBenchError
+from undobench_gym.mcp.sdk import http_streams
 
 from ..factory import make_agent
 from .client import drive
@@ -71,7 +71,7 @@ async def run(args: argparse.Namespace) -> str:
             await session.initialize()
             return await drive(session, agent, task, args.task_instance)
     async with (
-        streamable_http_client(args.mcp_url) as (read, write, _session_id),
+        http_streams(args.mcp_url) as (read, write),
         ClientSession(read, write) as session,
     ):
         await session.initialize()

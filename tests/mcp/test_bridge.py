@@ -13,7 +13,12 @@ import pytest
 pytest.importorskip("mcp", reason="pip install -e '.[mcp]'")
 
 from undobench_gym.mcp.bridge import FINISHED, RAW, RAW_ACTION, Bridge
+from undobench_gym.mcp.sdk import wire
 from undobench_gym.mcp.tools import result_text
+
+
+def is_error(result: Any) -> bool:
+    return bool(wire(result).get("isError"))
 
 
 def calling(
@@ -31,7 +36,7 @@ def test_a_call_is_the_next_action_and_its_observation_the_result() -> None:
     assert bridge.next_action(5) == {"tool": "get_customer", "arguments": {"customer_id": "c1"}}
     bridge.answer('{"tool": "get_customer", "error": {"type": "transport"}}')
     thread.join(5)
-    assert out[0].isError and json.loads(result_text(out[0]))["error"]["type"] == "transport"
+    assert is_error(out[0]) and json.loads(result_text(out[0]))["error"]["type"] == "transport"
 
 
 @pytest.mark.parametrize(
@@ -52,11 +57,11 @@ def test_the_end_of_the_episode_answers_a_waiting_call(
     thread.join(5)
     text = result_text(out[0])
     if expected == "episode":
-        assert out[0].isError and json.loads(text)["error"]["type"] == "episode"
+        assert is_error(out[0]) and json.loads(text)["error"]["type"] == "episode"
     else:
         assert text == (expected or last)
     later = bridge.call("get_customer", {})
-    assert later.isError and "over" in result_text(later)
+    assert is_error(later) and "over" in result_text(later)
 
 
 def test_raw_replies_reach_the_env_as_they_were() -> None:

@@ -21,9 +21,9 @@ pytest.importorskip("mcp", reason="pip install -e '.[mcp]'")
 
 from mcp import ClientSession, StdioServerParameters
 from mcp.client.stdio import stdio_client
-from mcp.client.streamable_http import streamable_http_client
 
 from undobench_gym.catalog import domain, find_workflow
+from undobench_gym.mcp.sdk import http_streams, wire
 from undobench_gym.specs import fill
 
 WF = find_workflow("pay-charge-customer")
@@ -71,6 +71,10 @@ async def faulted_episode(session: ClientSession) -> dict[str, Any]:
     return {"tools": {t.name: t for t in listed}, "calls": [first, second, bad, done, after]}
 
 
+def is_error(result: Any) -> bool:
+    return bool(wire(result).get("isError"))
+
+
 def text(result: Any) -> dict[str, Any]:
     value: dict[str, Any] = json.loads(result.content[0].text)
     return value
@@ -78,23 +82,24 @@ def text(result: Any) -> dict[str, Any]:
 
 def check_faulted(seen: dict[str, Any], *, annotations: bool) -> None:
     assert sorted(seen["tools"]) == sorted([*WF.tools, "finish"])
-    charge = seen["tools"]["create_charge"]
-    assert charge.inputSchema["properties"]["amount"]
+    tools = {name: wire(t) for name, t in seen["tools"].items()}  # the wire names
+    charge = tools["create_charge"]
+    assert charge["inputSchema"]["properties"]["amount"]
     if annotations:
-        hints = charge.annotations.model_dump(exclude_none=True)
+        hints = charge["annotations"]
         assert hints == {"readOnlyHint": False, "destructiveHint": False, "idempotentHint": False}
-        assert seen["tools"]["get_customer"].annotations.readOnlyHint is True
+        assert tools["get_customer"]["annotations"]["readOnlyHint"] is True
     else:
-        assert all(t.annotations is None for t in seen["tools"].values())
+        assert all("annotations" not in t for t in tools.values())
     first, second, bad, done, after = seen["calls"]
-    assert not first.isError and text(first)["status"] == 200
+    assert not is_error(first) and text(first)["status"] == 200
     # The lost acknowledgement: what a client sees, as an error result; nothing says "fault".
-    assert second.isError
+    assert is_error(second)
     assert text(second)["error"]["type"] == "transport"
     assert "fault" not in second.content[0].text.lower()
-    assert bad.isError and text(bad)["error"]["type"] == "invalid_action"
-    assert text(done) == {"finished": True} and not done.isError
-    assert after.isError and text(after)["error"]["type"] == "episode"
+    assert is_error(bad) and text(bad)["error"]["type"] == "invalid_action"
+    assert text(done) == {"finished": True} and not is_error(done)
+    assert is_error(after) and text(after)["error"]["type"] == "episode"
 
 
 def check_verdict(result: dict[str, Any]) -> None:
@@ -147,7 +152,7 @@ def test_streamable_http_with_the_sdk_client(http_server: Any) -> None:
 
         async def run() -> dict[str, Any]:
             async with (
-                streamable_http_client(urls["mcp"]) as (read, write, _id),
+                http_streams(urls["mcp"]) as (read, write),
                 ClientSession(read, write) as session,
             ):
                 return await faulted_episode(session)
@@ -168,7 +173,7 @@ def test_no_episode_no_step(http_server: Any) -> None:
 
     async def run() -> tuple[list[str], Any]:
         async with (
-            streamable_http_client(urls["mcp"]) as (read, write, _id),
+            http_streams(urls["mcp"]) as (read, write),
             ClientSession(read, write) as session,
         ):
             await session.initialize()
@@ -177,7 +182,7 @@ def test_no_episode_no_step(http_server: Any) -> None:
 
     names, result = anyio.run(run)
     assert names == []
-    assert result.isError and text(result)["error"]["type"] == "episode"
+    assert is_error(result) and text(result)["error"]["type"] == "episode"
 
 
 def test_a_desktop_client_sees_the_tools_with_no_option_given(tmp_path: Path) -> None:
@@ -196,7 +201,7 @@ def test_a_desktop_client_sees_the_tools_with_no_option_given(tmp_path: Path) ->
             ):
                 await session.initialize()
                 tools = (await session.list_tools()).tools
-                reads = [t for t in tools if t.annotations and t.annotations.readOnlyHint]
+                reads = [t for t in tools if wire(t).get("annotations", {}).get("readOnlyHint")]
                 read_result = await session.call_tool(reads[0].name, {})
                 done = await session.call_tool("finish", {"status": "gave_up", "summary": "x"})
         return tools, read_result, done

@@ -17,29 +17,29 @@ from typing import Any
 
 import anyio
 from mcp import ClientSession, types
-from mcp.client.streamable_http import streamable_http_client
-from mcp.server.lowlevel import Server
 
+from .sdk import LowServer, http_streams, make_server
 from .server import INSTRUCTIONS, serve_stdio
 
 
-def relay_server(upstream: ClientSession) -> Server[Any, Any]:
-    server: Server[Any, Any] = Server("undobench", instructions=INSTRUCTIONS)
+def relay_server(upstream: ClientSession) -> LowServer:
+    async def on_list_tools(_ctx: Any, _params: Any) -> types.ListToolsResult:
+        return types.ListToolsResult(tools=(await upstream.list_tools()).tools)
 
-    async def list_tools() -> list[types.Tool]:
-        return (await upstream.list_tools()).tools
+    async def on_call_tool(_ctx: Any, params: types.CallToolRequestParams) -> types.CallToolResult:
+        return await upstream.call_tool(params.name, params.arguments or {})
 
-    async def call_tool(name: str, arguments: dict[str, Any] | None) -> types.CallToolResult:
-        return await upstream.call_tool(name, arguments or {})
-
-    server.list_tools()(list_tools)  # type: ignore[no-untyped-call]
-    server.call_tool(validate_input=False)(call_tool)
-    return server
+    return make_server(
+        "undobench",
+        instructions=INSTRUCTIONS,
+        on_list_tools=on_list_tools,
+        on_call_tool=on_call_tool,
+    )
 
 
 async def relay(url: str) -> None:
     async with (
-        streamable_http_client(url) as (read, write, _session_id),
+        http_streams(url) as (read, write),
         ClientSession(read, write) as upstream,
     ):
         await upstream.initialize()

@@ -1,13 +1,15 @@
 """An MCP server over a tool session, with the official SDK, on stdio or streamable HTTP.
 
-The SDK's low-level `Server` is used rather than its decorator front end (`FastMCP`),
-because the tools are not Python functions: their names, descriptions and input schemas
-are the env's, known only at `reset`, and they change with the workflow. Input is not
-validated by the SDK: the env checks every call itself and answers a bad one with its own
-invalid-action observation, the same text the direct path gives. A call runs in a worker
-thread (a step is blocking HTTP through the fault proxy), one at a time per session.
+The SDK's low-level `Server` is used rather than its decorator front end (`MCPServer`,
+1.x's `FastMCP`), because the tools are not Python functions: their names, descriptions
+and input schemas are the env's, known only at `reset`, and they change with the workflow.
+Input is not validated by the SDK: the env checks every call itself and answers a bad one
+with its own invalid-action observation, the same text the direct path gives. A call runs
+in a worker thread (a step is blocking HTTP through the fault proxy), one at a time per
+session.
 
 The HTTP server listens on 127.0.0.1 only, with the SDK's DNS-rebinding protection on.
+Written against the SDK's 2.x API; `sdk` adapts it to 1.x (Python 3.11).
 """
 
 from __future__ import annotations
@@ -22,7 +24,6 @@ from typing import Any, Protocol
 import anyio
 import uvicorn
 from mcp import types
-from mcp.server.lowlevel import Server
 from mcp.server.stdio import stdio_server
 from mcp.server.streamable_http_manager import StreamableHTTPSessionManager
 from mcp.server.transport_security import TransportSecuritySettings
@@ -30,6 +31,7 @@ from starlette.applications import Starlette
 from starlette.routing import Route
 from starlette.types import Receive, Scope, Send
 
+from .sdk import LowServer, make_server
 from .tools import mcp_tool
 
 HOST = "127.0.0.1"
@@ -48,24 +50,38 @@ class ToolSession(Protocol):
     def call(self, name: str, arguments: dict[str, Any]) -> types.CallToolResult: ...
 
 
-def build_server(session: ToolSession, *, annotations: bool = True) -> Server[Any, Any]:
-    """The SDK server for `session`; `annotations=False` lists the tools without hints."""
-    server: Server[Any, Any] = Server("undobench", instructions=INSTRUCTIONS)
+def build_server(session: ToolSession, *, annotations: bool = True) -> LowServer:
+    """The SDK server for `session`; `annotations=False` lists the tools without hints.
+    The tool list is the episode's, whole on every request (no pages)."""
     lock = anyio.Lock()
 
-    async def list_tools() -> list[types.Tool]:
-        return [mcp_tool(s, annotations=annotations) for s in session.tools()]
+    async def on_list_tools(_ctx: Any, _params: Any) -> types.ListToolsResult:
+        return types.ListToolsResult(
+            tools=[mcp_tool(s, annotations=annotations) for s in session.tools()]
+        )
 
-    async def call_tool(name: str, arguments: dict[str, Any] | None) -> types.CallToolResult:
+    async def on_call_tool(_ctx: Any, params: types.CallToolRequestParams) -> types.CallToolResult:
+        arguments = dict(params.arguments or {})
         async with lock:  # one step at a time, in the order the calls arrived
-            return await anyio.to_thread.run_sync(session.call, name, dict(arguments or {}))
+            return await anyio.to_thread.run_sync(session.call, params.name, arguments)
 
-    server.list_tools()(list_tools)  # type: ignore[no-untyped-call]
-    server.call_tool(validate_input=False)(call_tool)
-    return server
+    def input_schema(name: str) -> dict[str, Any] | None:
+        for schema in session.tools():
+            if schema["function"]["name"] == name:
+                found: dict[str, Any] | None = schema["function"].get("parameters")
+                return found
+        return None
+
+    return make_server(
+        "undobench",
+        instructions=INSTRUCTIONS,
+        on_list_tools=on_list_tools,
+        on_call_tool=on_call_tool,
+        get_tool_input_schema=input_schema,
+    )
 
 
-async def serve_stdio(server: Server[Any, Any]) -> None:
+async def serve_stdio(server: LowServer) -> None:
     """Serve one client on this process's stdin/stdout until it closes them."""
     async with stdio_server() as (read, write):
         await server.run(read, write, server.create_initialization_options())
@@ -81,7 +97,7 @@ class _Endpoint:
         await self.manager.handle_request(scope, receive, send)
 
 
-def http_app(server: Server[Any, Any]) -> Starlette:
+def http_app(server: LowServer) -> Starlette:
     security = TransportSecuritySettings(
         enable_dns_rebinding_protection=True,
         allowed_hosts=[f"{HOST}:*", "localhost:*"],
@@ -101,7 +117,7 @@ class HttpServer:
     """Streamable HTTP on 127.0.0.1 (`port=0`: a free one), in a thread (`start`, `wait`,
     `stop`, or `with`) or in the foreground (`serve`)."""
 
-    def __init__(self, server: Server[Any, Any], port: int = 0) -> None:
+    def __init__(self, server: LowServer, port: int = 0) -> None:
         self._sock = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
         self._sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
         self._sock.bind((HOST, port))

@@ -22,6 +22,8 @@ from typing import Any
 
 from mcp import types
 
+from .sdk import wire
+
 #: The MCP hints the catalogue fills in; anything else in `annotations` stays private.
 MCP_HINTS = ("readOnlyHint", "destructiveHint", "idempotentHint")
 
@@ -72,15 +74,15 @@ def tool_schema(tool: types.Tool) -> dict[str, Any]:
     """An MCP tool as the function-tool schema an LLM agent takes (the inverse of
     `mcp_tool`: the same name, description and parameters, in the same key order), with the
     hints it was listed with under `annotations`."""
+    listed = wire(tool)  # the wire names (inputSchema, readOnlyHint) on either SDK line
     schema: dict[str, Any] = {
         "type": "function",
         "function": {
             "name": tool.name,
             "description": tool.description or "",
-            "parameters": tool.inputSchema,
+            "parameters": listed["inputSchema"],
         },
     }
-    if tool.annotations is not None:
-        dumped = tool.annotations.model_dump(exclude_none=True)
-        schema["annotations"] = {k: v for k, v in dumped.items() if k in MCP_HINTS}
+    if "annotations" in listed:
+        schema["annotations"] = {k: v for k, v in listed["annotations"].items() if k in MCP_HINTS}
     return schema
