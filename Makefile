@@ -84,6 +84,15 @@ lint: $(STAMP)
 typecheck: $(STAMP)
 	MYPY=$(abspath $(BIN))/mypy scripts/typecheck.sh
 
+# The smoke subset on the other supported Pythons (3.11 runs the suite): per version a venv
+# in build/smoke-py3.X from this machine's interpreter, a paired sweep over every domain,
+# F1 and F2 against the fake server, the MCP round trip and the report. About 1.5 min a
+# version on 2 cores with pip's cache warm (scripts/smoke_python.sh). Not in CI.
+.PHONY: smoke-pythons
+smoke-pythons:
+	scripts/smoke_python.sh 3.12
+	scripts/smoke_python.sh 3.13
+
 bench: $(STAMP)
 	$(BIN)/python benchmarks/bench_core.py
 
