@@ -6,6 +6,7 @@ only the harness's control endpoint gives."""
 from __future__ import annotations
 
 import json
+import os
 import subprocess
 import sys
 import time
@@ -42,8 +43,13 @@ def wait_for(path: Path, proc: subprocess.Popen[bytes], timeout: float = 60) -> 
         if proc.poll() is not None or time.monotonic() > deadline:
             raise AssertionError(f"undobench mcp did not come up (exit {proc.poll()})")
         time.sleep(0.05)
-    urls: dict[str, str] = json.loads(path.read_text())
+    urls: dict[str, str] = {**json.loads(path.read_text()), "file": str(path)}
     return urls
+
+
+def auth(urls: dict[str, str]) -> dict[str, str]:
+    """The control endpoint's token, from the --control-file the harness reads."""
+    return {"Authorization": f"Bearer {urls['token']}"}
 
 
 @pytest.fixture()
@@ -127,7 +133,7 @@ def test_stdio_with_the_sdk_client(tmp_path: Path, annotations: bool) -> None:
             ):
                 seen = await faulted_episode(session)
                 urls = json.loads(control.read_text())
-                async with httpx.AsyncClient() as client:
+                async with httpx.AsyncClient(headers=auth(urls)) as client:
                     verdict = (await client.get(urls["control"] + "/episode")).json()
         return seen, verdict
 
@@ -143,7 +149,14 @@ def test_stdio_with_the_sdk_client(tmp_path: Path, annotations: bool) -> None:
 
 def test_streamable_http_with_the_sdk_client(http_server: Any) -> None:
     urls, _proc = http_server
-    with httpx.Client(base_url=urls["control"], timeout=60) as control:
+    # Without the token (an agent that found the port) the control endpoint refuses.
+    for method, path in (("GET", "/episode"), ("POST", "/reset"), ("POST", "/finish")):
+        refused = httpx.request(method, urls["control"] + path, json={"seed": SEED}, timeout=60)
+        assert refused.status_code == 401, (method, path, refused.text)
+    wrong = {"Authorization": "Bearer not-the-token"}
+    assert httpx.get(urls["control"] + "/episode", headers=wrong).status_code == 401
+    assert oct(os.stat(urls["file"]).st_mode & 0o777) == "0o600"  # the token's file
+    with httpx.Client(base_url=urls["control"], headers=auth(urls), timeout=60) as control:
         assert control.get("/episode").json()["running"] is False
         started = control.post("/reset", json={"seed": SEED, "fault": "lost-ack"}).json()
         # The control episode of the same seed is told exactly the same.

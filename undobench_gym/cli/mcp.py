@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import os
 import signal
 import sys
 from pathlib import Path
@@ -78,6 +79,11 @@ def _log(message: str) -> None:
     print(f"undobench mcp: {message}", file=sys.stderr, flush=True)  # stdout may be MCP
 
 
+#: Sets the control endpoint's token (else a new random one, written to --control-file or,
+#: without one, to stderr).
+CONTROL_TOKEN_ENV = "UNDOBENCH_MCP_CONTROL_TOKEN"
+
+
 def serve_mcp(args: argparse.Namespace) -> int:
     import anyio
 
@@ -111,18 +117,23 @@ def serve_mcp(args: argparse.Namespace) -> int:
     host = EpisodeHost(methods.wrap(env, args.method), workflow=args.workflow)
     server = build_server(host, annotations=not args.no_annotations)
     try:
-        with ControlServer(host, args.control_port) as control:
+        token = os.environ.get(CONTROL_TOKEN_ENV) or None
+        with ControlServer(host, args.control_port, token) as control:
             if args.seed is not None:
                 host.reset(args.seed, fault=args.fault, workflow=workflow)
                 _log(f"episode: {workflow or 'drawn'} seed {args.seed} fault {args.fault}")
             http = HttpServer(server, args.port).start() if args.transport == "http" else None
             # Announced once both endpoints accept connections.
             urls = {"control": control.url, "mcp": http.url if http else "stdio"}
-            _log(f"control endpoint {control.url}; MCP on {urls['mcp']}")
             if args.control_file:  # whole or absent: a reader never sees half of it
                 tmp = Path(args.control_file + ".tmp")
-                tmp.write_text(json.dumps(urls))
+                tmp.touch(mode=0o600)  # the token is in it: its owner's alone
+                tmp.write_text(json.dumps({**urls, "token": control.token}))
                 tmp.replace(args.control_file)
+                where = f"token in {args.control_file}"
+            else:
+                where = "token given" if token else f"token {control.token}"
+            _log(f"control endpoint {control.url} ({where}); MCP on {urls['mcp']}")
             try:
                 if http is not None:
                     http.wait()

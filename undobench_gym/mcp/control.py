@@ -6,7 +6,10 @@ the agent's MCP session, so the agent cannot start, end or inspect an episode.
     POST /finish  -> {"verdict", "episode", "harness"} (ends a running episode truncated)
     GET  /episode -> the public view and, once it is over, the verdict
 
-Binds 127.0.0.1 only. A malformed request gets a 400 with a JSON error, never a crash.
+Binds 127.0.0.1 only, and answers only requests that carry its token
+(`Authorization: Bearer TOKEN`; 401 otherwise): an agent on the same machine that finds the
+port still cannot start, end or inspect an episode. A malformed request gets a 400 with a
+JSON error, never a crash.
 """
 
 from __future__ import annotations
@@ -17,6 +20,7 @@ from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any
 
 from ..errors import UndoBenchError
+from ..stack_auth import authorized, new_token
 from .host import EpisodeHost
 
 MAX_BODY = 64 * 1024
@@ -34,7 +38,7 @@ def _reset_args(body: Any) -> tuple[int, str | None, str | None]:
     return seed, fault, workflow
 
 
-def _handler(host: EpisodeHost) -> type[BaseHTTPRequestHandler]:
+def _handler(host: EpisodeHost, token: str) -> type[BaseHTTPRequestHandler]:
     class Handler(BaseHTTPRequestHandler):
         def log_message(self, format: str, *args: Any) -> None:
             pass  # quiet: stdout may be the MCP stdio transport
@@ -57,13 +61,23 @@ def _handler(host: EpisodeHost) -> type[BaseHTTPRequestHandler]:
             except json.JSONDecodeError as exc:
                 raise ValueError(f"the body is not JSON: {exc}") from None
 
+        def _allowed(self) -> bool:
+            if authorized(self.headers.get("Authorization"), token):
+                return True
+            self._send(401, {"error": "the control endpoint needs its token (Bearer)"})
+            return False
+
         def do_GET(self) -> None:
+            if not self._allowed():
+                return
             if self.path != "/episode":
                 self._send(404, {"error": f"no route GET {self.path}"})
                 return
             self._send(200, {**host.public(), **host.result()})
 
         def do_POST(self) -> None:
+            if not self._allowed():
+                return
             try:
                 if self.path == "/reset":
                     seed, fault, workflow = _reset_args(self._body())
@@ -79,10 +93,12 @@ def _handler(host: EpisodeHost) -> type[BaseHTTPRequestHandler]:
 
 
 class ControlServer:
-    """`with ControlServer(host) as control:` serves on `control.url` from a thread."""
+    """`with ControlServer(host) as control:` serves on `control.url` from a thread; every
+    request must carry `control.token` (a new random one unless given)."""
 
-    def __init__(self, host: EpisodeHost, port: int = 0) -> None:
-        self._server = ThreadingHTTPServer(("127.0.0.1", port), _handler(host))
+    def __init__(self, host: EpisodeHost, port: int = 0, token: str | None = None) -> None:
+        self.token = token or new_token()
+        self._server = ThreadingHTTPServer(("127.0.0.1", port), _handler(host, self.token))
         self._server.daemon_threads = True
         self.port: int = self._server.server_address[1]
         self._thread: threading.Thread | None = None
