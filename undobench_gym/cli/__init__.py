@@ -52,6 +52,10 @@ def main(argv: list[str] | None = None) -> int:
     args = build_parser().parse_args(argv)
     if threading.current_thread() is threading.main_thread():
         signal.signal(signal.SIGTERM, _terminate)
+        # A command started in the background by a shell without job control (`cmd &` in a
+        # script, CI runners) inherits SIGINT ignored; Ctrl-C and `kill -INT` must still
+        # unwind it like a foreground run.
+        signal.signal(signal.SIGINT, signal.default_int_handler)
     try:
         code: int = args.func(args)
         return code
