@@ -375,8 +375,9 @@ def test_applicable_per_pair_from_public_schemas() -> None:
     renew = workflow_schemas("pay-renew-subscription")
     payout = workflow_schemas("pay-split-payout")
     retract = workflow_schemas("tix-retract-mistaken-page")
-    assert all(applicable(m, charge, "create_charge") for m in METHODS if m != "B3")
-    assert not applicable("B3", charge, "create_charge")  # no refund tool offered
+    # create_refund is offered (the charge's inverse, for repair): B3 applies too
+    assert all(applicable(m, charge, "create_charge") for m in METHODS)
+    assert not applicable("B3", renew, "renew_subscription")  # nothing undoes a renewal
     assert not applicable("B2", renew, "renew_subscription")  # takes no key
     assert applicable(
         "B2-K", workflow_schemas("pay-renew-subscription", "all"), "renew_subscription"
