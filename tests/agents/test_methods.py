@@ -327,8 +327,8 @@ def test_saga_compensates_with_real_calls(env_for: Any) -> None:
     # The agent got the refusal with a note of what was undone.
     seen = agent.seen[2]
     assert seen["status"] == 404 and seen["recovery"]["compensated"][0]["with"] == "retract_page"
-    # Where no compensation is derivable (create_refund is not a tool of this workflow),
-    # B3 does nothing extra after a definitive failure.
+    # pay-charge-customer offers create_refund (the charge's inverse): after a definitive
+    # failure B3 refunds the charge it made, with a real call.
     env = wrap(env_for("payments"), "B3")
     env.reset(seed=1, options={"workflow": "pay-charge-customer"})
     p = env.unwrapped._episode.params  # type: ignore[attr-defined]
@@ -344,7 +344,7 @@ def test_saga_compensates_with_real_calls(env_for: Any) -> None:
     missing = {"tool": "create_charge", "arguments": {**charge["arguments"], "customer_id": "x"}}
     agent = Scripted([charge, missing])
     ep = run_episode(env, agent, seed=1, workflow="pay-charge-customer", fault=None)
-    assert _tools(ep) == ["create_charge", "create_charge"]
+    assert _tools(ep) == ["create_charge", "create_charge", "create_refund"]
 
 
 GARBAGE: list[Any] = [
@@ -452,7 +452,7 @@ def test_compensations_are_derived_from_the_public_schemas() -> None:
 
 def test_applicable_methods_follow_capabilities() -> None:
     every = set(METHODS)
-    assert set(applicable_methods("pay-charge-customer")) == every - {"B3"}
+    assert set(applicable_methods("pay-charge-customer")) == every  # create_refund offered
     assert set(applicable_methods("pay-renew-subscription")) == every - {"B2", "B3"}
     assert "B3" in applicable_methods("tix-retract-mistaken-page")
     for workflow in catalog.all_workflows():
