@@ -39,7 +39,7 @@ def test_every_fault_fires_under_the_gold_plan(play: Any, workflow: Any, scenari
         assert 200 <= obs["status"] < 300 and ep["fault"]["stage"] == "post_ack"
         return
     visible = sc.visible_error.value
-    if visible in ("http_502", "http_503"):
+    if visible in ("http_502", "http_503", "http_504"):
         assert obs["status"] == int(visible[-3:])
     else:
         assert obs["error"]["type"] == "transport"
