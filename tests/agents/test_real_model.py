@@ -79,7 +79,9 @@ def test_llama_server_takes_what_the_python_server_refused(server: LlamaServer) 
 
 
 @pytest.mark.skipif(
-    importlib.util.find_spec("llama_cpp") is None, reason="needs make serve-python-setup"
+    # llama_cpp alone (another extra's dependency) is not its server: that needs [server]
+    any(importlib.util.find_spec(m) is None for m in ("llama_cpp", "starlette_context")),
+    reason="needs make serve-python-setup",
 )
 def test_the_python_server_refuses_null_content_beside_tool_calls() -> None:
     """llama-cpp-python's server (kept for comparison): null content beside tool_calls is
