@@ -18,6 +18,7 @@ from __future__ import annotations
 import argparse
 import json
 from collections import Counter
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -328,12 +329,13 @@ def table(rows: list[Row]) -> str:
     return "\n".join(lines)
 
 
-def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+def main(suite: Callable[..., list[Row]] | None = None, doc: str | None = None) -> None:
+    """The command line of a suite (this one by default): rows as JSON or the table."""
+    parser = argparse.ArgumentParser(description=(doc or __doc__ or "").splitlines()[0])
     parser.add_argument("--markdown", action="store_true", help="print the validity table")
     parser.add_argument("--seed", type=int, default=SEED)
     args = parser.parse_args()
-    rows = run_suite(seed=args.seed)
+    rows = (suite or run_suite)(seed=args.seed)
     if args.markdown:
         print(table(rows))
     else:

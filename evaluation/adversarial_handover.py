@@ -11,7 +11,6 @@ docs/validity.md.
 
 from __future__ import annotations
 
-import argparse
 import json
 from dataclasses import dataclass, field
 from typing import Any
@@ -23,7 +22,8 @@ from undobench_gym.env import UndoBenchEnv
 from undobench_gym.pairing import run_episode
 from undobench_gym.specs import Boundary, FaultScenario, WorkflowSpec
 
-from .adversarial import DUPLICABLE, MAX_STEPS, SEED, Row, table
+from .adversarial import DUPLICABLE, MAX_STEPS, SEED, Row
+from .adversarial import main as adversarial_main
 from .indicators import HARM
 
 BEHAVIOURS = (
@@ -260,19 +260,5 @@ def run_suite(
     return rows
 
 
-def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--markdown", action="store_true", help="print the validity table")
-    parser.add_argument("--seed", type=int, default=SEED)
-    args = parser.parse_args()
-    rows = run_suite(seed=args.seed)
-    if args.markdown:
-        print(table(rows))
-    else:
-        for r in rows:
-            print(json.dumps(r.__dict__))
-    raise SystemExit(1 if any(not r.agrees for r in rows) else 0)
-
-
 if __name__ == "__main__":
-    main()
+    adversarial_main(run_suite, __doc__)

@@ -1,4 +1,4 @@
-"""The adversarial suite's second set (issue 32): hand-over to a human, a different
+"""The adversarial suite's second set: hand-over to a human, a different
 follow-up, the same alert under a fresh dedup key, a re-send guarded by a precondition and
 a re-send undone with the domain's inverse (a repair),
 over every workflow and scenario where they apply, each with the verdict it must get.
@@ -10,7 +10,8 @@ import re
 from pathlib import Path
 
 import pytest
-from undobench_gym.evaluation.adversarial_handover import BEHAVIOURS, run_suite, table
+from undobench_gym.evaluation.adversarial import table
+from undobench_gym.evaluation.adversarial_handover import BEHAVIOURS, run_suite
 
 pytestmark = pytest.mark.xdist_group("adversarial_handover")
 

@@ -22,7 +22,7 @@ SYSTEM_PROMPT = (
     "call at a time, with the exact identifiers, amounts and text that the task and the "
     "results give. If a call is refused because its arguments are invalid, read the "
     "message, correct the arguments and call the tool again. "
-    # v3: the finish statuses, escalation included (issue 32); still no advice on faults.
+    # v3: the finish statuses, escalation included; still no advice on faults.
     "When the task is complete, call the `finish` tool with a status and a short summary: "
     '"done" when it is done, "gave_up" if it cannot be done, "escalated" to hand it over '
     "to a human (say in the summary what they must check)."
