@@ -27,7 +27,7 @@ from .recovery import (
     Saga,
     VerifyBeforeRetry,
 )
-from .recovery.derive import compensation_for, compensations, verifiers_for
+from .recovery.derive import compensation_for, compensations, resumptions, verifiers_for
 
 __all__ = [
     "BUILTIN",
@@ -257,6 +257,7 @@ def capabilities(tools_schemas: list[dict[str, Any]]) -> dict[str, Any]:
         "idempotent": [t.name for t in mutating if t.idempotent],
         "probes": {name: found for name, found in probed.items() if found},
         "compensations": {f: c.tool for f, c in compensations(tools).items()},
+        "resumptions": {f: r.tool for f, r in resumptions(tools).items()},
     }
 
 

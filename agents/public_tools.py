@@ -3,7 +3,8 @@
 Built from one entry of `info["tools"]` as `reset` returns it, which is what every agent
 gets: `function` (name, description, JSON-schema parameters, an `idempotency_key` property
 where the endpoint takes an Idempotency-Key), `annotations` (MCP tool annotations:
-`readOnlyHint`, `destructiveHint`, `idempotentHint`, plus `compensatingHint`) and `http`
+`readOnlyHint`, `destructiveHint`, `idempotentHint`, plus `compensatingHint` and
+`resumingHint`) and `http`
 (method and path template, as in the service's public OpenAPI document). Nothing here
 knows the harness's effect identity, operation names or oracle multiplicities.
 
@@ -47,6 +48,7 @@ class PublicTool:
     compensating: bool
     accepts_key: bool
     parameters: dict[str, Any] = field(hash=False, compare=False)
+    resuming: bool = False  # finishes a record a crash left half-done (`resumingHint`)
 
     @property
     def effect(self) -> Effect:
@@ -115,6 +117,7 @@ def from_schema(schema: Any) -> PublicTool | None:
         compensating=_flag(notes, "compensatingHint", False),
         accepts_key=KEY_ARG in props,
         parameters=params,
+        resuming=_flag(notes, "resumingHint", False),
     )
 
 

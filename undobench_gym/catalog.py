@@ -47,6 +47,8 @@ class ToolSpec:
     passes_extra: bool = False
     #: Arguments that make the call conditional on the state the client saw.
     preconditions: tuple[str, ...] = ()
+    #: The call finishes a composite a crash left part-way (a no-op on a finished one).
+    resumption: bool = False
 
     @functools.cached_property
     def check_schema(self) -> dict[str, Any]:
@@ -61,15 +63,20 @@ class ToolSpec:
         `ToolAnnotations`): read-only; destructive (may overwrite or cannot be taken back,
         vs only adds); idempotent (a repeat with the same arguments has no further
         effect); plus `compensatingHint` (the call undoes an earlier effect: a refund, a
-        rollback, a retraction). Identity fields, operation names and the oracle's
-        multiplicities stay private to the harness."""
+        rollback, a retraction) and, on the tools that have it, `resumingHint` (the call
+        finishes a record that a crash left half-done, as a payout's resume does, and
+        changes nothing on a finished one). Identity fields, operation names and the
+        oracle's multiplicities stay private to the harness."""
         cls = self.effect_class
-        return {
+        hints = {
             "readOnlyHint": self.read_only,
             "destructiveHint": not self.read_only and cls in ("set", "irreversible_send"),
             "idempotentHint": self.read_only or cls in ("set", "create_unique"),
             "compensatingHint": self.compensation,
         }
+        if self.resumption:  # only where true: every other tool's schema stays as it was
+            hints["resumingHint"] = True
+        return hints
 
     def openai_schema(self) -> dict[str, Any]:
         """The function-tool schema, with the public annotations and the REST route (both
@@ -204,6 +211,7 @@ def tools_from_openapi(doc: dict[str, Any]) -> dict[str, ToolSpec]:
                 },
                 passes_extra=passes_extra,
                 preconditions=tuple(meta.get("preconditions", ())),
+                resumption=bool(meta.get("resumption", False)),
             )
     return tools
 

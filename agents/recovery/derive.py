@@ -1,11 +1,13 @@
-"""Derivation rules: which read-only tool can observe a mutation's effect (B5-P, B6) and
-which compensating tool undoes a committed step (B3), from the public tool schemas alone.
+"""Derivation rules: which read-only tool can observe a mutation's effect (B5-P, B6), which
+compensating tool undoes a committed step (B3) and which resuming tool finishes a record a
+crash left half-done (B5-P, B6), from the public tool schemas alone.
 
 Nothing here is a hand-written per-tool table, and nothing reads the harness's catalogue:
 the rules use what `public_tools.PublicTool` holds (REST method and path template, the
 parameters and which are required, the MCP hints `readOnlyHint`, `destructiveHint`,
-`idempotentHint`, `compensatingHint`). A row "shows" a call's effect by the call's own
-arguments, compared with a read taken before the call, as a careful client would do it.
+`idempotentHint`, and the project's `compensatingHint` and `resumingHint`). A row "shows" a
+call's effect by the call's own arguments, compared with a read taken before the call, as a
+careful client would do it.
 docs/methods.md states the rules and lists what they derive for every workflow.
 """
 
@@ -222,9 +224,10 @@ def free_text(tool: PublicTool, name: str) -> bool:
 
 @dataclass(frozen=True)
 class Compensation:
-    """How to undo one committed forward call: the compensating tool and where each of its
-    arguments comes from (the forward response's `id`, a forward field of the same name,
-    or, for required free text such as a reason, a note saying it is a saga rollback)."""
+    """How to follow up one committed forward call with a derived tool (`rule` says which:
+    an undo, or a `resume` that finishes it): the tool and where each of its arguments
+    comes from (the forward response's `id`, a forward field of the same name, or, for
+    required free text such as a reason, a note saying it is a saga rollback)."""
 
     forward: str
     tool: str
@@ -315,4 +318,56 @@ def compensations(tools: dict[str, PublicTool]) -> dict[str, Compensation]:
         comp = compensation_for(spec, tools)
         if comp is not None:
             out[spec.name] = comp
+    return out
+
+
+#: A resumption is bound like a compensation: the record's `id` or the forward's own fields.
+Resumption = Compensation
+
+
+def resumption_for(forward: PublicTool, tools: dict[str, PublicTool]) -> Resumption | None:
+    """The resuming tool (`resumingHint`, among `tools`) that finishes what `forward`
+    started when a crash stopped it part-way, addressed as one record of what `forward`
+    creates: `<item>/<verb>` where the item is
+    - one of `forward`'s own collection (`POST /payouts` -> `/payouts/{payout_id}/resume`),
+    - one of a collection of the same name elsewhere (`POST /incidents/{id}/escalations`
+      -> `/escalations/{escalation_id}/resume`), or
+    - the very resource `forward` acted on (`POST /leads/{lead_id}/convert` ->
+      `/leads/{lead_id}/resume-conversion`).
+    The item's address comes from the forward call when it names it (a release's version),
+    else from the found record's `id`. A resuming tool changes nothing on a finished
+    record, so calling it on a record the forward call completed is harmless.
+    """
+    if forward.read_only or forward.compensating or forward.method != "POST":
+        return None
+    if not forward.routed:
+        return None
+    parent, noun = forward.path.rstrip("/").rsplit("/", 1)
+    for tool in sorted(tools.values(), key=lambda t: t.name):
+        if not tool.resuming or tool.name == forward.name or not tool.routed:
+            continue
+        item = tool.path.rstrip("/").rsplit("/", 1)[0]
+        if not item.endswith("}"):
+            continue
+        collection, address = item.rsplit("/", 1)
+        own = not forward.is_item and (
+            collection == forward.path or collection.rsplit("/", 1)[-1] == noun
+        )
+        if not own and item != parent:
+            continue
+        param = address[1:-1]
+        source = set() if param in forward.carried else {param}
+        found = _bind(forward, tool, source, "resume")
+        if found is not None:
+            return found
+    return None
+
+
+def resumptions(tools: dict[str, PublicTool]) -> dict[str, Resumption]:
+    """Forward tool name -> its resumption, for every derivable pair within `tools`."""
+    out = {}
+    for spec in tools.values():
+        found = resumption_for(spec, tools)
+        if found is not None:
+            out[spec.name] = found
     return out

@@ -15,7 +15,8 @@ idempotency key equal to the intent id. The reconciler then settles each intent:
 - B5-P only: before an intent's first send, the reads that can show its effect are taken
   as a baseline; before any re-send of an unknown intent, the effect is read back
   (`verify.probe_effect`: a new or changed row carrying the call's arguments);
-  found: settled as committed and the agent gets the row; absent: re-sent (the last read
+  found: settled as committed and the agent gets the row (a half-done record finished
+  first with its resuming tool, as B6 does: `verify.settle_found`); absent: re-sent (the last read
   is the new baseline); no read derivable or inconclusive: B5's behaviour.
 After a worker crash the restarted agent issues its intents again from the start; the
 occurrence counters restart with it, so each intent gets its old id back, and one the
@@ -44,7 +45,7 @@ from .base import (
     status_of,
 )
 from .derive import ReadPlan, read_plans
-from .verify import Baseline, found_observation, probe_effect, take_baseline
+from .verify import Baseline, probe_effect, settle_found, take_baseline
 
 
 @dataclass
@@ -123,9 +124,11 @@ class ClientJournal(RecoveryWrapper):
                 if probe.result is not None:
                     return probe.result
                 if probe.verdict == "present":
-                    intent.state = "committed"
-                    intent.observation = found_observation(call, probe, self.method)
-                    return self.answer(intent.observation)
+                    text, ended = settle_found(self.send, call, probe, self.tools, self.method)
+                    if ended is not None:
+                        return ended
+                    intent.state, intent.observation = "committed", text
+                    return self.answer(text)
                 if probe.verdict == "absent":
                     intent.baseline = probe.seen
             result = self.send(call.action(**extra))

@@ -5,7 +5,7 @@ gold-plan agent in paired trials (real stacks on the process runtime, one per do
 server-idempotency mode) and prints, per scenario and method, what the fault episodes did:
 success, duplicate and missing effects, the three effect layers, re-issues after commit,
 and whether every pair was prefix-equivalent. `--derivations` prints, without running
-anything, the verifiers and compensations derived for every workflow. docs/methods.md
+anything, the verifiers, compensations and resumptions derived for every workflow. docs/methods.md
 pastes both outputs.
 """
 
@@ -113,15 +113,18 @@ def markdown(rows: list[dict[str, Any]]) -> str:
 def derivations() -> str:
     """Per workflow: the applicable methods and what the rules derive (no stack needed)."""
     lines = [
-        "| workflow | applicable methods | verifiers (B5-P, B6) | compensations (B3) |",
-        "|---|---|---|---|",
+        "| workflow | applicable methods | verifiers (B5-P, B6) | resumptions (B5-P, B6) "
+        "| compensations (B3) |",
+        "|---|---|---|---|---|",
     ]
     for workflow in workflow_specs():
         caps = capabilities(workflow_schemas(workflow))
         probes = "<br>".join(f"`{m}` → {', '.join(v)}" for m, v in caps["probes"].items())
         comps = "<br>".join(f"`{f}` → `{c}`" for f, c in caps["compensations"].items())
+        resumes = "<br>".join(f"`{f}` → `{r}`" for f, r in caps["resumptions"].items())
         methods = ", ".join(applicable_methods(workflow))
-        lines.append(f"| {workflow.id} | {methods} | {probes or '—'} | {comps or '—'} |")
+        cells = (probes, resumes, comps)
+        lines.append(f"| {workflow.id} | {methods} | {' | '.join(c or '—' for c in cells)} |")
     return "\n".join(lines)
 
 

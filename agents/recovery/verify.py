@@ -13,6 +13,11 @@ A read whose rows carry none of the call's arguments cannot show it either way a
 out of the verdict. Inconclusive (a read failed, its baseline is missing, or no read could
 show the effect) or no read derivable: do not re-send; an unknown outcome is left unknown
 rather than risk a duplicate. A 404 is an empty read (nothing there yet), not a failure.
+
+A record that was found may be half-done: a crash during a composite call (a payout paid
+to one recipient of three) leaves it so. Where the schemas offer a tool that finishes such
+a record (`derive.resumption_for`, `resumingHint`), the found record is resumed with it
+before the agent gets the answer; on a finished record the resume changes nothing.
 """
 
 from __future__ import annotations
@@ -35,7 +40,15 @@ from .base import (
     parse_call,
     status_of,
 )
-from .derive import ReadPlan, blind, find_effect, read_plans, row_keys, sent_values
+from .derive import (
+    ReadPlan,
+    blind,
+    find_effect,
+    read_plans,
+    resumption_for,
+    row_keys,
+    sent_values,
+)
 
 #: Per read tool: the rows it showed before the call (None: that read failed).
 Baseline = dict[str, frozenset[str] | None]
@@ -136,6 +149,43 @@ def found_observation(call: Call, probe: Probe, method: str) -> str:
     )
 
 
+def settle_found(
+    step: Callable[[Any], StepResult],
+    call: Call,
+    probe: Probe,
+    tools: dict[str, PublicTool],
+    method: str,
+) -> tuple[str, StepResult | None]:
+    """The answer for a call whose effect the probe found, after finishing the found record
+    with its resuming tool where one is derivable; the second item is set when the episode
+    ended during the resume. A resume that is refused or fails is the answer (annotated):
+    the record may be half-done, so the agent must not read the call as a success."""
+    found = found_observation(call, probe, method)
+    forward = tools.get(call.tool)
+    resume = resumption_for(forward, tools) if forward is not None else None
+    args = resume.arguments(call.arguments, probe.row) if resume is not None else None
+    if resume is None or args is None:
+        return found, None
+    result = step({"tool": resume.tool, "arguments": args})
+    if is_over(result):
+        return "", result
+    obs = load_obs(result[0])
+    if not is_ack(obs):
+        note = (
+            f"reading back showed this call's record, possibly half-done; finishing it with "
+            f"{resume.tool} failed (below), so it is neither done nor sent again"
+        )
+        refused = {**obs, "tool": call.tool}
+        refused["recovery"] = {"method": method, "committed": True, "resumed_with": resume.tool}
+        refused["recovery"]["note"] = note
+        return json.dumps(refused, default=str), None
+    answer = json.loads(found)
+    answer["status"], answer["body"] = status_of(obs), obs.get("body")
+    answer["recovery"]["resumed_with"] = resume.tool
+    answer["recovery"]["note"] += f"; the record was then finished with {resume.tool}"
+    return json.dumps(answer, default=str), None
+
+
 def annotate_unknown(text: str, probe: Probe, method: str) -> str:
     why = {
         "unverifiable": "no read-only tool can show this call's effect",
@@ -180,7 +230,8 @@ class VerifyBeforeRetry(RecoveryWrapper):
             if probe.result is not None:
                 return probe.result
             if probe.verdict == "present":
-                return self.answer(found_observation(call, probe, self.method))
+                text, ended = settle_found(self.send, call, probe, self.tools, self.method)
+                return ended if ended is not None else self.answer(text)
             if probe.verdict != "absent":
                 text = annotate_unknown(result[0], probe, self.method)
                 return text, result[1], result[2], result[3], result[4]

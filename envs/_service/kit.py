@@ -129,6 +129,10 @@ class Effect:
     #: Arguments that make the call conditional on the state the client saw (a 409/412
     #: refusal when it changed), e.g. git's expected_head, storage's if_match.
     preconditions: tuple[str, ...] = ()
+    #: The route finishes a composite that a crash left part-way (a payout still
+    #: `processing`), and changes nothing on a finished one: a client may call it on any
+    #: record it found after losing the answer to the call that created it.
+    resumption: bool = False
 
     @property
     def native(self) -> bool:
@@ -145,6 +149,7 @@ class Effect:
             self.idempotency,
             self.compensation,
             list(self.preconditions),
+            resumption=self.resumption,
         )
 
     def commit(

@@ -34,10 +34,14 @@ def effect_meta(
     idempotency: str = "none",
     compensation: bool = False,
     preconditions: list[str] | None = None,
+    *,
+    resumption: bool = False,
 ) -> dict[str, Any]:
     """The `openapi_extra` a mutating route declares; the env builds its tool catalogue from it.
     `preconditions` name the arguments that make the call conditional on the state the
-    client saw (refused, never applied, when it changed): a re-send guarded by one is safe."""
+    client saw (refused, never applied, when it changed): a re-send guarded by one is safe.
+    `resumption` marks a route that finishes a half-done composite (a no-op on a finished
+    one)."""
     meta: dict[str, Any] = {
         "op": op,
         "effect_class": effect_class,
@@ -47,6 +51,8 @@ def effect_meta(
     }
     if preconditions:
         meta["preconditions"] = preconditions
+    if resumption:
+        meta["resumption"] = True
     return {"x-undobench": meta}
 
 

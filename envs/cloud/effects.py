@@ -24,6 +24,6 @@ DEREGISTER = Effect(
 START_CUTOVER = Effect(
     "cutover.start", "create_unique", ("service_id", "change_id", "image", "replicas"), "constraint"
 )
-RESUME_CUTOVER = Effect("cutover.resume", "set", ("cutover_id",))
+RESUME_CUTOVER = Effect("cutover.resume", "set", ("cutover_id",), resumption=True)
 #: Which slot goes back one revision; the image it restores is the service's choice.
 ROLLBACK = Effect("deployment.rollback", "additive", ("service_id", "colour"), compensation=True)

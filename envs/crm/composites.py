@@ -40,7 +40,7 @@ CONVERT_LEAD = Effect("lead.convert", "create_unique", ("lead_id",), "constraint
 #: The conversion's second step, so it has no route of its own. The opportunity's name is
 #: free text: the lead and the amount make it the same one.
 LEAD_OPPORTUNITY = Effect("lead.opportunity", "create_unique", ("lead_id", "amount"))
-RESUME_LEAD = Effect("lead.resume", "set", ("lead_id",))
+RESUME_LEAD = Effect("lead.resume", "set", ("lead_id",), resumption=True)
 
 
 #: Why a lead in a status cannot take a step: the error type and its message.

@@ -46,7 +46,7 @@ DECLARE_DIVIDEND = Effect(
 #: Who is credited how much on which share class: a dividend declared again under another
 #: reference credits every holder twice all the same. Written by the dividend's steps.
 CREDIT_HOLDER = Effect("dividend.credit", "additive", ("share_class", "account_id", "amount"))
-RESUME_DIVIDEND = Effect("dividend.resume", "set", ("dividend_id",))
+RESUME_DIVIDEND = Effect("dividend.resume", "set", ("dividend_id",), resumption=True)
 #: The migration and the table it creates: a name applied with other columns is another
 #: schema change.
 APPLY_MIGRATION = Effect("migration.apply", "create_unique", ("name", "columns"), "constraint")

@@ -54,7 +54,7 @@ from .views import ReleaseOut, commit_view
 router = APIRouter(prefix="/v1")
 CHANGELOG = "CHANGELOG.md"
 CUT_RELEASE = Effect("release.cut", "create_unique", ("repo", "version"), "constraint")
-RESUME_RELEASE = Effect("release.resume", "set", ("repo", "version"))
+RESUME_RELEASE = Effect("release.resume", "set", ("repo", "version"), resumption=True)
 #: The steps of a release, each with its own commit-log row (no route of their own).
 RELEASE_BRANCH = Effect("release.branch", "create_unique", ("repo", "version"))
 RELEASE_BUMP = Effect("release.bump", "additive", ("repo", "version"))

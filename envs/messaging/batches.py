@@ -37,7 +37,7 @@ CRASH_MID_BATCH = "msg.after_first_email"
 #: One batch per reference; each email of it is one send to one recipient.
 CREATE_BATCH = Effect("email_batch.create", "create_unique", ("reference",), "constraint")
 SEND_EMAIL = Effect("email.send", "irreversible_send", ("reference", "recipient"))
-RESUME_BATCH = Effect("email_batch.resume", "set", ("batch_id",))
+RESUME_BATCH = Effect("email_batch.resume", "set", ("batch_id",), resumption=True)
 Recipient = Annotated[str, Field(min_length=3, max_length=255, pattern=EMAIL_PATTERN)]
 
 

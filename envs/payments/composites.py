@@ -33,7 +33,7 @@ router = APIRouter(prefix="/v1")
 CREATE_PAYOUT = Effect("payout.create", "additive", ("currency", "recipients"))
 #: One recipient paid: written by the payout's steps, so it has no route of its own.
 PAY_TRANSFER = Effect("payout.transfer", "additive", ("account", "amount", "currency"))
-RESUME_PAYOUT = Effect("payout.resume", "set", ("payout_id",))
+RESUME_PAYOUT = Effect("payout.resume", "set", ("payout_id",), resumption=True)
 
 
 class Recipient(BaseModel):

@@ -40,7 +40,7 @@ router = APIRouter(prefix="/v1")
 CRASH_AFTER_FIRST_PAGE = "ticketing.after_first_page"
 #: Every call escalates one level further: the incident is the identity, not the level.
 ESCALATE_INCIDENT = Effect("incident.escalate", "additive", ("incident_id",))
-RESUME_ESCALATION = Effect("escalation.resume", "set", ("escalation_id",))
+RESUME_ESCALATION = Effect("escalation.resume", "set", ("escalation_id",), resumption=True)
 
 
 @read_route(router, "/escalations", "list_escalations", list[EscalationView])

@@ -122,8 +122,10 @@ EXPECTED: dict[str, dict[str, tuple[bool, int, int, int, int, int]]] = {
         "B2-K": (False, 0, 2, 2, 2, 0),  # 409 idempotency_interrupted: same key, refused
         "B3": (False, 2, 0, 2, 6, 0),  # the retry "succeeds": no failure, no compensation
         "B5": (False, 2, 0, 2, 6, 0),
-        "B5-P": (False, 0, 2, 3, 2, 0),  # the probe sees the new payout: not re-sent, partial
-        "B6": (False, 0, 2, 3, 2, 0),
+        # The probe sees the new payout, `processing`: not re-sent, finished with the
+        # public resume_payout (resumingHint), which pays the two transfers still owed.
+        "B5-P": (True, 0, 0, 4, 5, 0),
+        "B6": (True, 0, 0, 4, 5, 0),
     },
     # Acknowledged, then the worker dies: the harness restarts the agent from the task start.
     "pay-charge-customer:worker-crash": {
@@ -226,9 +228,14 @@ def test_verification_reads_through_the_proxy_and_does_not_resend(env_for: Any) 
         *("list_audit", "get_account", "adjust_balance"),  # the credit, read before
         "list_audit",  # a new audit row of the credited account: found, not re-sent
     ]
+    # The probe finds the payout half-paid (`processing`): it is not re-sent but finished
+    # with the public resume tool, and the agent gets the paid payout.
     ep, _ = _fault(env_for, "pay-split-payout:crash-mid-batch", "B5-P")
-    assert _tools(ep) == ["list_payouts", "create_payout", "list_payouts"]
-    assert any("processing" in p for p in ep["verdict"]["partial"])
+    assert _tools(ep) == ["list_payouts", "create_payout", "list_payouts", "resume_payout"]
+    assert ep["verdict"]["partial"] == [] and ep["success"]
+    (answer,) = [t for t in ep["agent_transcript"] if t["action"]["tool"] == "create_payout"]
+    seen = json.loads(answer["observation"])
+    assert seen["body"]["status"] == "paid" and seen["recovery"]["resumed_with"] == "resume_payout"
 
 
 def test_b5_resends_with_the_intent_key(env_for: Any) -> None:
