@@ -7,7 +7,7 @@ OUT ?= runs/quickstart
 # The reliability fuzzers' depth in `make test` (CI); `make reliability` runs them at 1.
 UB_FUZZ_SCALE ?= 0.25
 
-.PHONY: setup serve-setup serve-python-setup run test real-model reliability images lint typecheck bench clean
+.PHONY: constraints smoke-pythons setup serve-setup serve-python-setup run test real-model reliability images lint typecheck bench clean
 
 # llama.cpp is compiled from source once, for x86-64-v3 (AVX2, FMA, F16C) rather than
 # -march=native, so what is kept runs on any machine of this kind: upstream `llama-server`
@@ -17,20 +17,24 @@ WHEELS ?= $(HOME)/.cache/undobench/wheels
 LLAMA_CPP_VERSION := 0.3.36
 LLAMA_CMAKE := -DGGML_NATIVE=OFF -DGGML_AVX=ON -DGGML_AVX2=ON -DGGML_FMA=ON -DGGML_F16C=ON \
 	-DLLAMA_BUILD_TESTS=OFF -DLLAMA_BUILD_EXAMPLES=OFF
+# The versions CI tested, per Python (constraints/py3.X.txt); none for another Python.
+PYVER := $(shell $(PY) -c 'import sys; print("%d.%d" % sys.version_info[:2])')
+CONSTRAINTS := $(wildcard constraints/py$(PYVER).txt)
+PIN := $(if $(CONSTRAINTS),-c $(CONSTRAINTS))
 SERVE_STAMP := $(VENV)/.serve-installed
 SERVE_PY_STAMP := $(VENV)/.serve-python-installed
 
-$(STAMP): pyproject.toml Makefile
+$(STAMP): pyproject.toml Makefile $(CONSTRAINTS)
 	$(PY) -m venv $(VENV)
 	$(BIN)/pip install --quiet --upgrade pip
-	$(BIN)/pip install --quiet -e '.[eval,dev,docker,llm,train,ray,mcp,rl]'
+	$(BIN)/pip install --quiet $(PIN) -e '.[eval,dev,docker,llm,train,ray,mcp,rl]'
 	touch $(STAMP)
 
 setup: $(STAMP)
 
 $(SERVE_STAMP): $(STAMP) scripts/build_llama_server.sh
 	PY=$(BIN)/python scripts/build_llama_server.sh $(LLAMA_CPP_VERSION)
-	$(BIN)/pip install --quiet -e '.[serve]'
+	$(BIN)/pip install --quiet $(PIN) -e '.[serve]'
 	$(BIN)/undobench models verify
 	touch $@
 
@@ -38,7 +42,7 @@ $(SERVE_PY_STAMP): $(STAMP)
 	ls $(WHEELS)/llama_cpp_python-$(LLAMA_CPP_VERSION)-*.whl >/dev/null 2>&1 || \
 		CMAKE_ARGS="$(LLAMA_CMAKE)" CMAKE_BUILD_PARALLEL_LEVEL=$$(nproc) \
 		$(BIN)/pip wheel --quiet --no-deps -w $(WHEELS) llama-cpp-python==$(LLAMA_CPP_VERSION)
-	$(BIN)/pip install --quiet --find-links $(WHEELS) -e '.[serve-python]'
+	$(BIN)/pip install --quiet $(PIN) --find-links $(WHEELS) -e '.[serve-python]'
 	touch $@
 
 serve-python-setup: $(SERVE_PY_STAMP)
@@ -61,9 +65,10 @@ PARALLEL_TESTS := tests/envs tests/evaluation tests/proxies tests/test_actions.p
 	tests/test_golden_episodes.py tests/test_architecture.py tests/test_boundaries.py \
 	tests/test_tiny_domain.py
 
+# --durations: where CI's time goes, printed with every run.
 test: $(STAMP)
-	$(BIN)/python -m pytest -m "not gpu" -q -n 2 --dist loadgroup $(PARALLEL_TESTS)
-	UB_FUZZ_SCALE=$(UB_FUZZ_SCALE) $(BIN)/python -m pytest -m "not gpu" -q \
+	$(BIN)/python -m pytest -m "not gpu" -q -n 2 --dist loadgroup --durations=15 $(PARALLEL_TESTS)
+	UB_FUZZ_SCALE=$(UB_FUZZ_SCALE) $(BIN)/python -m pytest -m "not gpu" -q --durations=40 \
 		$(addprefix --ignore=,$(PARALLEL_TESTS))
 
 # A real model in the loop (llama-server + SmolLM2 and Qwen2.5-Coder-1.5B on the CPU): CI's
@@ -84,14 +89,19 @@ lint: $(STAMP)
 typecheck: $(STAMP)
 	MYPY=$(abspath $(BIN))/mypy scripts/typecheck.sh
 
-# The smoke subset on the other supported Pythons (3.11 runs the suite): per version a venv
-# in build/smoke-py3.X from this machine's interpreter, a paired sweep over every domain,
-# F1 and F2 against the fake server, the MCP round trip and the report. About 1.5 min a
-# version on 2 cores with pip's cache warm (scripts/smoke_python.sh). Not in CI.
-.PHONY: smoke-pythons
+# The built wheel on every supported Python (scripts/smoke_python.sh): per version a venv in
+# build/smoke-py3.X from this machine's interpreter, the wheel installed at the versions in
+# constraints/, a paired sweep over every domain from outside the source tree; on 3.12 and
+# 3.13 also F1 and F2 against the fake server, the MCP round trip and uvloop (`make test`
+# runs the whole suite on 3.11). About 1.5-2.5 min a version on 2 cores, pip's cache warm.
 smoke-pythons:
+	SMOKE_TESTS=0 scripts/smoke_python.sh 3.11
 	scripts/smoke_python.sh 3.12
 	scripts/smoke_python.sh 3.13
+
+# Freeze what was tested (the dev venv, the smoke venvs) into constraints/py3.X.txt.
+constraints: $(STAMP)
+	scripts/freeze_constraints.sh
 
 bench: $(STAMP)
 	$(BIN)/python benchmarks/bench_core.py

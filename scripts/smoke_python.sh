@@ -3,17 +3,22 @@
 #
 # Takes the interpreter from this machine (pyenv's newest 3.X.Y, else python3.X on PATH:
 # nothing is downloaded but packages from the registry), makes a venv for it
-# (build/smoke-py3.X, kept: a second run only re-checks the install), installs the project
-# with the eval, llm, mcp and dev extras, and runs:
+# (build/smoke-py3.X, kept: a second run only re-checks the install), installs the project's
+# built wheel (not the source tree) with the eval, llm, mcp and dev extras at the versions
+# in constraints/py3.X.txt, and runs:
 #   1. pip check, and the versions that resolved (mitmproxy, mcp, openai, h11, uvloop);
 #   2. a paired sweep over every domain with the scripted agent (the first TEST workflow of
-#      each, every scenario, bare and B2, seed 1): 0 infrastructure errors and a report;
+#      each, every scenario, bare and B2, seed 1), from the installed wheel in a directory
+#      outside the source tree: 0 infrastructure errors and a report;
 #   3. both LLM frameworks (F1, F2) against the fake OpenAI server, directly and through an
 #      MCP client session, with the same verdicts and model requests either way;
 #   4. the MCP round trip with the SDK's own client over stdio and streamable HTTP
 #      (tools with their hints, a faulted call, finish, the verdict), and the default
 #      episode a desktop client sees;
 #   5. the service and the fault proxy on uvloop (and on asyncio's loop without it).
+# The tests of steps 3-5 import the source tree's modules, so before them the project is
+# installed from the source tree (editable, no dependency changes). SMOKE_TESTS=0 stops
+# after the sweep (CI on the Python whose full suite it runs).
 # Each step's time is printed; the script stops at the first failure.
 set -euo pipefail
 
@@ -36,7 +41,7 @@ python="$(find_python "$want")" || {
     exit 2
 }
 venv="${SMOKE_VENV:-$root/build/smoke-py$want}"
-out="${SMOKE_OUT:-$root/build/smoke-py$want-run}"
+out="$(realpath -m "${SMOKE_OUT:-$root/build/smoke-py$want-run}")"
 # One TEST workflow per domain (the catalogue's first), every scenario of each.
 workflows="${SMOKE_WORKFLOWS:-pay-split-payout,db-pay-dividend,st-publish-build-artifact,git-cut-release,cloud-blue-green-cutover,crm-close-won-deal,tix-escalate-incident,msg-page-oncall}"
 
@@ -48,8 +53,18 @@ step "Python $want: $python"
 s=$SECONDS
 [ -x "$venv/bin/python" ] || "$python" -m venv "$venv"
 "$venv/bin/python" -m pip install --quiet --upgrade pip
-"$venv/bin/python" -m pip install --quiet -e "$root[eval,llm,mcp,dev]"
-took "venv and install" "$s"
+pin=()
+[ -f "$root/constraints/py$want.txt" ] && pin=(-c "$root/constraints/py$want.txt")
+dist="$venv/dist"
+rm -rf "$dist"
+# setuptools' build warnings go to a log (shown if the build fails): the mapped
+# package folders (setup.py) make it warn about data folders it does install.
+quietly() { "$@" 2>"$venv/build.log" || { cat "$venv/build.log"; return 1; }; }
+quietly "$venv/bin/python" -m pip wheel --quiet --no-deps -w "$dist" "$root"
+wheel="$(ls "$dist"/undobench_gym-*.whl)"
+"$venv/bin/python" -m pip install --quiet --force-reinstall --no-deps "$wheel"
+"$venv/bin/python" -m pip install --quiet "${pin[@]}" "$wheel[eval,llm,mcp,dev]"
+took "venv, wheel and install" "$s"
 
 step "pip check and the versions that resolved"
 "$venv/bin/python" -m pip check
@@ -70,7 +85,10 @@ EOF
 step "paired sweep over every domain (scripted agent, bare and B2, seed 1)"
 s=$SECONDS
 rm -rf "$out"
-"$venv/bin/undobench" run --workflows "$workflows" --method bare,B2 --seeds 1 --out "$out" --quiet
+mkdir -p "$out.cwd"
+# From outside the source tree, so that nothing but the installed wheel can be imported.
+(cd "$out.cwd" && "$venv/bin/python" -c 'import undobench_gym, sys; assert "site-packages" in undobench_gym.__file__, undobench_gym.__file__' \
+    && "$venv/bin/undobench" run --workflows "$workflows" --method bare,B2 --seeds 1 --out "$out" --quiet)
 "$venv/bin/python" - "$out" <<'EOF'
 import json
 import sys
@@ -91,8 +109,14 @@ print(f"{len(pairs)} pairs over {len(domains)} domains ({', '.join(domains)}), "
 EOF
 took "sweep" "$s"
 
+if [ "${SMOKE_TESTS:-1}" = 0 ]; then
+    printf '\nsmoke (wheel and sweep) on Python %s passed in %ds\n' "$want" $((SECONDS - t0))
+    exit 0
+fi
+
 step "F1 and F2 against the fake server, direct and through MCP; the MCP round trip; uvloop"
 s=$SECONDS
+quietly "$venv/bin/python" -m pip install --quiet --no-deps -e "$root"
 "$venv/bin/python" -m pytest -q -p no:cacheprovider \
     "tests/mcp/test_mcp_tools.py::test_same_verdicts_as_the_direct_path" \
     tests/mcp/test_server.py \
