@@ -57,8 +57,7 @@ pin=()
 [ -f "$root/constraints/py$want.txt" ] && pin=(-c "$root/constraints/py$want.txt")
 dist="$venv/dist"
 rm -rf "$dist"
-# setuptools' build warnings go to a log (shown if the build fails): the mapped
-# package folders (setup.py) make it warn about data folders it does install.
+# The build's own output goes to a log, shown if the build fails.
 quietly() { "$@" 2>"$venv/build.log" || { cat "$venv/build.log"; return 1; }; }
 quietly "$venv/bin/python" -m pip wheel --quiet --no-deps -w "$dist" "$root"
 wheel="$(ls "$dist"/undobench_gym-*.whl)"

@@ -1,5 +1,5 @@
-"""The project's import graph, read from the source (ast), with the package-dir mapping
-of setup.py: each top-level folder is a sub-package of `undobench_gym`.
+"""The project's import graph, read from the source (ast): every module under
+`undobench_gym/`, named by its path.
 
 Used by tests/test_architecture.py; `python -m tests.import_graph` prints the layer
 violations, cycles and function-level imports it finds.
@@ -13,14 +13,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
-FOLDERS = {
-    "undobench_gym": "undobench_gym",
-    "envs": "undobench_gym.envs",
-    "proxies": "undobench_gym.proxies",
-    "agents": "undobench_gym.agents",
-    "evaluation": "undobench_gym.evaluation",
-    "images": "undobench_gym.images",
-}
+FOLDERS = {"undobench_gym": "undobench_gym"}
 
 #: Bottom to top: a module may import its own layer and the layers below, never above.
 LAYERS = ("contract", "services", "core", "agents", "evaluation", "harness")

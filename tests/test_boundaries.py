@@ -13,7 +13,7 @@ from undobench_gym.specs import Boundary, FaultScenario, FaultTarget
 from .import_graph import ROOT
 
 DOC = (ROOT / "docs" / "architecture.md").read_text()
-#: The stages the proxy records (proxies/fault.py) and the worker crash's.
+#: The stages the proxy records (undobench_gym/proxies/fault.py) and the worker crash's.
 STAGES = {"request", "response", "crash", "post_ack"}
 
 

@@ -10,7 +10,7 @@ service exits it mid-operation, or a step of a multi-call composite loses its re
 (DURING_COMPENSATION). The fifth, POST_ACK_PRE_CHECKPOINT, is not on the wire: the call
 commits and is acknowledged, then the agent's worker "crashes" (`WorkerCrash`); the env
 marks that step and the harness (`pairing.run_episode`) rolls the agent back to its last
-checkpoint (B1, `agents/recovery/checkpoint.py`, keeps harness-side checkpoints).
+checkpoint (B1, `undobench_gym/agents/recovery/checkpoint.py`, keeps harness-side checkpoints).
 """
 
 from __future__ import annotations

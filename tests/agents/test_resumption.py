@@ -12,11 +12,11 @@ from typing import Any
 
 import pytest
 
-from agents.methods import server_idempotency_for, wrap
-from agents.public_tools import public_tools
-from agents.recovery.derive import resumptions
-from agents.scripted import ScriptedAgent
 from undobench_gym import catalog
+from undobench_gym.agents.methods import server_idempotency_for, wrap
+from undobench_gym.agents.public_tools import public_tools
+from undobench_gym.agents.recovery.derive import resumptions
+from undobench_gym.agents.scripted import ScriptedAgent
 from undobench_gym.pairing import run_pair
 from undobench_gym.specs import Boundary
 

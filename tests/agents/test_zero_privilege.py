@@ -1,5 +1,5 @@
 """Zero privilege, checked: recovery methods use only what every agent gets (the public tool
-schemas of `reset`, the task, the observations). A static scan of agents/ for the harness's
+schemas of `reset`, the task, the observations). A static scan of undobench_gym/agents/ for the harness's
 private data, a run on an env that fails any access beyond reset/step, the public tool view
 against the catalogue it is published from, reads before writes against fixture history,
 the agent's view of a wrapped episode, and per-pair applicability."""
@@ -13,6 +13,8 @@ from typing import Any
 
 import gymnasium as gym
 import pytest
+
+from undobench_gym import catalog
 from undobench_gym.agents.methods import (
     METHODS,
     agent_transcript,
@@ -24,12 +26,10 @@ from undobench_gym.agents.methods import (
 from undobench_gym.agents.public_tools import from_schema, public_tools
 from undobench_gym.agents.recovery import RecoveryWrapper
 from undobench_gym.agents.scripted import ScriptedAgent
-
-from undobench_gym import catalog
 from undobench_gym.errors import UndoBenchError
 from undobench_gym.pairing import run_episode
 
-AGENTS = Path(__file__).resolve().parents[2] / "agents"
+AGENTS = Path(__file__).resolve().parents[2] / "undobench_gym" / "agents"
 #: Attribute names that reach into the env or the harness's catalogue.
 PRIVATE_ATTRS = {
     "_domain",

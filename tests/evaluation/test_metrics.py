@@ -1,4 +1,4 @@
-"""Unit tests for evaluation/metrics.py against the contract's metric definitions."""
+"""Unit tests for undobench_gym/evaluation/metrics.py against the contract's metric definitions."""
 
 from __future__ import annotations
 

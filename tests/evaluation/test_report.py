@@ -1,4 +1,4 @@
-"""Unit tests for evaluation/report.py and undobench_gym/trials.py (files only)."""
+"""Unit tests for undobench_gym/evaluation/report.py and undobench_gym/trials.py (files only)."""
 
 from __future__ import annotations
 

@@ -1,4 +1,4 @@
-"""The statistics in evaluation/stats.py, checked against scipy/statsmodels or exact values."""
+"""The statistics in undobench_gym/evaluation/stats.py, checked against scipy/statsmodels or exact values."""
 
 from __future__ import annotations
 

@@ -1,4 +1,4 @@
-"""Unit tests for evaluation/summary.py: breakdowns, contrasts (Holm) and TOST."""
+"""Unit tests for undobench_gym/evaluation/summary.py: breakdowns, contrasts (Holm) and TOST."""
 
 from __future__ import annotations
 

@@ -23,7 +23,6 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from undobench_gym.agents.scripted import ScriptedAgent, is_failure, resolve_refs
-
 from undobench_gym.catalog import ToolSpec, all_workflows, domain
 from undobench_gym.env import UndoBenchEnv
 from undobench_gym.pairing import run_episode

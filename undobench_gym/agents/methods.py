@@ -3,7 +3,7 @@ it can act and the env options it needs, so that a new method is ONE `MethodSpec
 
 Where a method can act is judged per pair (`applicable`, from the episode's public tool
 schemas and the targeted tool) and per workflow (`applicable_methods`, for the derivation
-table). The wrappers themselves live in `agents/recovery/`, one module per method."""
+table). The wrappers themselves live in `undobench_gym/agents/recovery/`, one module per method."""
 
 from __future__ import annotations
 

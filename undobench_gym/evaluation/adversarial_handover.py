@@ -16,7 +16,6 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from undobench_gym.agents.scripted import is_failure, resolve_refs
-
 from undobench_gym.catalog import ToolSpec, all_workflows, domain
 from undobench_gym.env import UndoBenchEnv
 from undobench_gym.pairing import run_episode
