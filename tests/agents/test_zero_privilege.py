@@ -1,5 +1,6 @@
 """Zero privilege, checked: recovery methods use only what every agent gets (the public tool
-schemas of `reset`, the task, the observations). A static scan of undobench_gym/agents/ for the harness's
+schemas of `reset`, the task, the observations). A static scan of the agents package for the
+harness's
 private data, a run on an env that fails any access beyond reset/step, the public tool view
 against the catalogue it is published from, reads before writes against fixture history,
 the agent's view of a wrapped episode, and per-pair applicability."""

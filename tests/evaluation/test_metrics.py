@@ -7,6 +7,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 from statsmodels.stats.proportion import proportion_confint
+
 from undobench_gym.evaluation.metrics import (
     BOOTSTRAP_RESAMPLES,
     BOOTSTRAP_SEED,

@@ -7,12 +7,12 @@ import json
 from pathlib import Path
 
 import pytest
+
+from undobench_gym.cli import main
 from undobench_gym.evaluation.metrics import CONDITIONED, INDICATORS, SENSITIVITY_METRICS
 from undobench_gym.evaluation.plots import PLOTS
 from undobench_gym.evaluation.report import EXTRA_COLUMNS, LONG_COLUMNS, write_reports
 from undobench_gym.evaluation.summary import summarize
-
-from undobench_gym.cli import main
 from undobench_gym.trials import TrialWriter, read_trials
 
 from .factories import episode, legacy, method_arm, outcome, trial

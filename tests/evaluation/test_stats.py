@@ -1,4 +1,5 @@
-"""The statistics in undobench_gym/evaluation/stats.py, checked against scipy/statsmodels or exact values."""
+"""The statistics in `undobench_gym.evaluation.stats`, checked against scipy/statsmodels or
+exact values."""
 
 from __future__ import annotations
 
@@ -6,6 +7,7 @@ import numpy as np
 import pytest
 from scipy import stats as ss
 from statsmodels.stats.contingency_tables import mcnemar as sm_mcnemar
+
 from undobench_gym.evaluation.stats import (
     cluster_bootstrap,
     mcnemar,

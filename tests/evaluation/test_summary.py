@@ -9,6 +9,7 @@ import pytest
 from statsmodels.stats.multitest import multipletests
 from statsmodels.stats.proportion import tost_proportions_2indep
 from statsmodels.stats.weightstats import ttost_paired
+
 from undobench_gym.evaluation.metrics import infra_as_failure, metrics
 from undobench_gym.evaluation.summary import ASSUMPTIONS, contrasts, summarize, tost
 

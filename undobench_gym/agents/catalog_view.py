@@ -1,6 +1,6 @@
 """The harness's workflows as the public tool schemas their episodes offer (CLI side).
 
-This is the one module under undobench_gym/agents/ besides the gold-plan agent that reads the catalogue:
+This is the one module of the agents package besides the gold-plan agent that reads the catalogue:
 the CLI and the derivation table need a workflow's schemas without running an episode. It
 builds them the way `reset` builds `info["tools"]`, so what is derived here is what a
 wrapper derives; nothing here is ever given to a wrapper."""

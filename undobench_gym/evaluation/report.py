@@ -299,7 +299,7 @@ def write_reports(
     html: bool = False,
     trials: list[dict[str, Any]] | None = None,
 ) -> dict[str, Any]:
-    """Every report of the run directory; with `html`, report.html too (undobench_gym/evaluation/html).
+    """Every report of the run directory; with `html`, report.html too (`evaluation.html`).
     `trials`: its trials.jsonl as already read (the sweep's driver has just read it)."""
     if trials is None:
         trials = read_trials(out / "trials.jsonl")

@@ -14,7 +14,7 @@ at the end of each episode) starts an exited container at once, every time. The 
 on-failure policy would double its delay for each container that ran under 10 s, so
 consecutive crash-point episodes would get slower until wait_healthy timed out. A crash
 point exits the service process; it comes back on the same volume, so its partial state
-is still there. The service runs as a fork server (undobench_gym/envs/_service/server.py), so a crash
+is still there. The service runs as a fork server (`envs._service.server`), so a crash
 point ends the serving process but not the container: the zygote forks a new one in tens
 of milliseconds, and each admin health answer lists the exits since the zygote started,
 which `wait_healthy(probe=True)` counts like container exits.

@@ -5,7 +5,7 @@ Everything listens on 127.0.0.1; the admin and control APIs answer only the stac
 0700. A service that exits (an armed crash point, or a real
 crash) is restarted on the same ports with the same data directory, so the partial state
 it left stays visible. By default the service runs as a fork server (see
-`undobench_gym/envs/_service/server.py`): its zygote forks a fresh server process in milliseconds and
+`envs._service.server`): its zygote forks a fresh server process in milliseconds and
 reports each exit on stdout; `restart="exec"` (or UNDOBENCH_SERVICE_RESTART=exec) starts a
 new interpreter instead, the slower path kept for comparison and as a fallback.
 
