@@ -16,9 +16,8 @@ import time
 from typing import Any
 
 from undobench_gym.agents.scripted import ScriptedAgent
-
-from undobench_gym.catalog import all_workflows
-from undobench_gym.env import AMBIGUOUS_PAD_S, UndoBenchEnv
+from undobench_gym.core.catalog import all_workflows
+from undobench_gym.core.env import AMBIGUOUS_PAD_S, UndoBenchEnv
 
 
 def faulted_latencies(env: UndoBenchEnv, workflow: str, scenario: str, seed: int) -> Any:

@@ -21,14 +21,14 @@ from pathlib import Path
 from typing import Any
 
 import httpx
-from undobench_gym.agents.methods import wrap
-from undobench_gym.agents.scripted import ScriptedAgent
 
 import undobench_gym  # noqa: F401
-from undobench_gym.catalog import find_workflow
-from undobench_gym.env import UndoBenchEnv
-from undobench_gym.pairing import run_pair
-from undobench_gym.runtime.process import ProcessRuntime, free_port
+from undobench_gym.agents.methods import wrap
+from undobench_gym.agents.scripted import ScriptedAgent
+from undobench_gym.core.catalog import find_workflow
+from undobench_gym.core.env import UndoBenchEnv
+from undobench_gym.core.pairing import run_pair
+from undobench_gym.core.runtime.process import ProcessRuntime, free_port
 
 
 def pct(values: list[float], q: float) -> float:

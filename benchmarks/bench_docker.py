@@ -18,11 +18,11 @@ import time
 from typing import Any
 
 import httpx
-from undobench_gym.agents.scripted import ScriptedAgent
 
 import undobench_gym  # noqa: F401
-from undobench_gym.env import UndoBenchEnv
-from undobench_gym.pairing import run_episode
+from undobench_gym.agents.scripted import ScriptedAgent
+from undobench_gym.core.env import UndoBenchEnv
+from undobench_gym.core.pairing import run_episode
 
 
 def pct(values: list[float], q: float) -> float:

@@ -22,12 +22,12 @@ from pathlib import Path
 from typing import Any
 
 import httpx
-from undobench_gym.agents.scripted import ScriptedAgent
-from undobench_gym.envs import DOMAIN_NAMES
 
-from undobench_gym.catalog import domain as domain_of
-from undobench_gym.env import UndoBenchEnv
-from undobench_gym.pairing import run_pair
+from undobench_gym.agents.scripted import ScriptedAgent
+from undobench_gym.core.catalog import domain as domain_of
+from undobench_gym.core.env import UndoBenchEnv
+from undobench_gym.core.pairing import run_pair
+from undobench_gym.services.domains import DOMAIN_NAMES
 
 MIB = 1024 * 1024
 
@@ -78,8 +78,8 @@ def container_mib(container: Any) -> float:
 
 
 def docker_image(tag: str, starts: int, episodes: int) -> dict[str, Any]:
-    from undobench_gym.runtime.docker import DockerRuntime
-    from undobench_gym.runtime.images import docker_client
+    from undobench_gym.core.runtime.docker import DockerRuntime
+    from undobench_gym.core.runtime.images import docker_client
 
     client = docker_client()
     image = client.images.get(tag)

@@ -30,10 +30,9 @@ from typing import Any
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # tests.evaluation.browser
 
-from undobench_gym.evaluation.report import write_reports
-
 from tests.evaluation.browser import browser, chromium_path
-from undobench_gym.trials import read_trials
+from undobench_gym.core.trials import read_trials
+from undobench_gym.evaluation.report import write_reports
 
 FILTER_JS = """() => {
   const sel = document.querySelector('select[data-col=harms]');

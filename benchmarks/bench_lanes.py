@@ -22,9 +22,8 @@ from pathlib import Path
 from typing import Any
 
 from undobench_gym.agents.scripted import ScriptedAgent
-
-from undobench_gym.catalog import all_workflows
-from undobench_gym.runner import expand, parse_seeds, run_sweep
+from undobench_gym.core.catalog import all_workflows
+from undobench_gym.harness.runner import expand, parse_seeds, run_sweep
 
 METHODS = ["bare", "B2"]
 THINK_ENV = "UNDOBENCH_BENCH_THINK_MS"

@@ -42,14 +42,14 @@ from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
-from undobench_gym import env as env_module
-from undobench_gym.catalog import find_workflow
-from undobench_gym.env import UndoBenchEnv
-from undobench_gym.executors.base import TrialTask
-from undobench_gym.executors.worker import GuardedAgent, TrialWorker
-from undobench_gym.pairing import pair_id
-from undobench_gym.stack_client import StackClient
-from undobench_gym.trials import TrialWriter
+from undobench_gym.core import env as env_module
+from undobench_gym.core.catalog import find_workflow
+from undobench_gym.core.env import UndoBenchEnv
+from undobench_gym.core.pairing import pair_id
+from undobench_gym.core.stack_client import StackClient
+from undobench_gym.core.trials import TrialWriter
+from undobench_gym.harness.executors.base import TrialTask
+from undobench_gym.harness.executors.worker import GuardedAgent, TrialWorker
 
 WORKFLOW = "st-publish-build-artifact"
 DOMAIN = "storage"
@@ -108,7 +108,7 @@ def instrument() -> None:
     timed(env_module, "episode_record", "record")
     timed(TrialWriter, "write", "write")
     timed(TrialWorker, "run", "harness")
-    from undobench_gym.runtime import docker, process
+    from undobench_gym.core.runtime import docker, process
 
     timed(process.ProcessRuntime, "wait_healthy", "health")
     timed(docker.DockerRuntime, "wait_healthy", "health")

@@ -17,7 +17,7 @@ from pathlib import Path
 
 import httpx
 
-from undobench_gym.runtime.process import ProcessRuntime
+from undobench_gym.core.runtime.process import ProcessRuntime
 
 
 def rss_kib(pid: int) -> int:

@@ -27,7 +27,7 @@ from pathlib import Path
 from typing import Any
 
 ROOT = Path(__file__).resolve().parent.parent
-UNDOBENCH = [sys.executable, "-m", "undobench_gym.cli"]
+UNDOBENCH = [sys.executable, "-m", "undobench_gym.harness.cli"]
 MODEL = "qwen2.5-coder-1.5b"
 DEFAULT_RUN = [
     "--workflows",

@@ -23,11 +23,11 @@ import time
 from typing import Any
 
 import httpx
-from undobench_gym.agents.scripted import ScriptedAgent
 
-from undobench_gym.env import UndoBenchEnv
-from undobench_gym.pairing import run_episode
-from undobench_gym.stack_client import StackClient
+from undobench_gym.agents.scripted import ScriptedAgent
+from undobench_gym.core.env import UndoBenchEnv
+from undobench_gym.core.pairing import run_episode
+from undobench_gym.core.stack_client import StackClient
 
 WORKFLOW, SCENARIO = "pay-split-payout", "crash-mid-batch"
 

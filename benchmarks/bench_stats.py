@@ -12,6 +12,7 @@ import time
 from collections.abc import Callable
 
 import numpy as np
+
 from undobench_gym.evaluation.stats import (
     cluster_bootstrap,
     paired_permutation_p,

@@ -20,7 +20,7 @@ import time
 from pathlib import Path
 from typing import Any
 
-from undobench_gym.runner import expand, parse_seeds, run_sweep
+from undobench_gym.harness.runner import expand, parse_seeds, run_sweep
 
 WORKFLOWS = ["pay-charge-customer", "db-create-order", "st-register-dataset", "git-update-config"]
 METHODS = ["bare", "B0"]

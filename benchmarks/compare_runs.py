@@ -17,9 +17,8 @@ import sys
 from pathlib import Path
 from typing import Any
 
+from undobench_gym.core.trials import read_trials
 from undobench_gym.evaluation.study.verdicts import compare as compare_records
-
-from undobench_gym.trials import read_trials
 
 
 def compare(old: Path, new: Path) -> dict[str, Any]:

@@ -6,7 +6,7 @@ demonstrations: real episodes of the benchmark's scripted agent (the workflow's 
 on TRAINING seeds (9000 and up; GRPO's rows use 0, 1, 2, ...; evaluation 100000 and up),
 alternating the control episode with each fault scenario, the agent wrapped in a variant of
 B6 verify-before-retry (after an unknown outcome, read the effect back, then decide: found,
-so finish; absent, so re-send), recorded with `undobench_gym.rl.demos` and rendered with the
+so finish; absent, so re-send), recorded with `undobench_gym.harness.rl.demos` and rendered with the
 same system prompt, chat template and tool schemas as the GRPO phase. Only demonstrations
 the verdict calls a success are used (a crash that leaves a git lock file defeats this
 agent, so those recordings are dropped and counted).
@@ -67,11 +67,11 @@ def collect(
     """Per workflow, `per_workflow` episodes on seeds DEMO_SEEDS_FROM and up, alternating the
     control with each fault scenario. Returns (successful demos, failed recordings)."""
     import gymnasium as gym
-    from undobench_gym.agents.scripted import ScriptedAgent
 
-    from undobench_gym import catalog
-    from undobench_gym.registration import ENV_IDS
-    from undobench_gym.rl.demos import record_demos
+    from undobench_gym.agents.scripted import ScriptedAgent
+    from undobench_gym.core import catalog
+    from undobench_gym.core.registration import ENV_IDS
+    from undobench_gym.harness.rl.demos import record_demos
 
     ids = {d: e for e, d in ENV_IDS.items()}
     kept: list[Any] = []
@@ -132,7 +132,7 @@ def train(
     mean loss per epoch, the token counts and the wall time."""
     import torch
 
-    from undobench_gym import catalog
+    from undobench_gym.core import catalog
 
     torch.manual_seed(seed)
     data = [

@@ -1,7 +1,7 @@
 """GRPO with LoRA on UndoBench: SmolLM2-135M-Instruct learns to recover from faults without harm.
 
 TRL's `GRPOTrainer` in its environment mode drives real stacks through
-`gym.make("UndoBench/<Domain>-v0")` (`undobench_gym.rl.UndoBenchEnvFactory`): each rollout
+`gym.make("UndoBench/<Domain>-v0")` (`undobench_gym.harness.rl.UndoBenchEnvFactory`): each rollout
 is one multi-turn tool episode on its own stack, a GRPO group shares one task instance (the
 row's seed), the fault is drawn per rollout (control included), and the reward is the
 verdict's success (right final state and no harm). The curriculum runs DEV workflows in
@@ -122,6 +122,7 @@ def load_model(args: argparse.Namespace) -> tuple[Any, Any]:
     import torch
     import transformers
     from trl.chat_template_utils import qwen2_5_chat_template
+
     from undobench_gym.agents.llm.local import resolve_model_path
 
     source, gguf = resolve_model_path(args.model)
@@ -150,7 +151,7 @@ def dataset(workflows: list[str], steps: int, generations: int) -> Any:
     consecutive steps, the easiest first; every row is a fresh task instance (seed)."""
     from datasets import Dataset
 
-    from undobench_gym import catalog
+    from undobench_gym.core import catalog
 
     rows = []
     for i in range(steps):
@@ -170,7 +171,7 @@ def evaluate(
     model_dir: Path, out: Path, args: argparse.Namespace, wfs: list[str]
 ) -> dict[str, Any]:
     """The `undobench run` harness on held-out seeds; returns the summary's overall block."""
-    from undobench_gym.cli import main as undobench
+    from undobench_gym.harness.cli import main as undobench
 
     os.environ["UNDOBENCH_LLM_MAX_TOKENS"] = str(args.eval_max_tokens)
     workers = max(1, args.eval_workers)
@@ -214,7 +215,7 @@ def warm_start(
     with the tool schemas TRL gives the GRPO phase (`factories`' environment classes)."""
     import grpo_warmstart
 
-    from undobench_gym.rl.demos import tool_schemas
+    from undobench_gym.harness.rl.demos import tool_schemas
 
     t0 = time.monotonic()
     kept, failed = grpo_warmstart.collect(wfs, CURRICULUM, args.warm_demos, args.env_steps + 2)
@@ -239,8 +240,8 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
     from peft import LoraConfig, get_peft_model
     from trl import GRPOConfig, GRPOTrainer
 
-    from undobench_gym import catalog
-    from undobench_gym.rl import UndoBenchEnvFactory
+    from undobench_gym.core import catalog
+    from undobench_gym.harness.rl import UndoBenchEnvFactory
 
     if args.threads:
         torch.set_num_threads(args.threads)

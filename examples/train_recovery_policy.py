@@ -33,13 +33,13 @@ import gymnasium as gym
 import numpy as np
 import torch
 from gymnasium import spaces
-from undobench_gym.agents.methods import wrap
-from undobench_gym.agents.scripted import ScriptedAgent, is_failure, resolve_refs
 
 import undobench_gym  # noqa: F401 - registers UndoBench/<Domain>-v0
-from undobench_gym.catalog import domain, find_workflow
-from undobench_gym.pairing import run_pair
-from undobench_gym.seeding import derive_seed
+from undobench_gym.agents.methods import wrap
+from undobench_gym.agents.scripted import ScriptedAgent, is_failure, resolve_refs
+from undobench_gym.contract.seeding import derive_seed
+from undobench_gym.core.catalog import domain, find_workflow
+from undobench_gym.core.pairing import run_pair
 
 ENV_ID = "UndoBenchExamples/RecoveryDecision-v0"
 ACTIONS = ("retry", "verify", "abstain", "reconcile")

@@ -15,10 +15,10 @@ import time
 
 import torch
 from transformers import AutoModelForCausalLM, AutoTokenizer
+
 from undobench_gym.agents.llm.local import resolve_model_path
 from undobench_gym.agents.llm.prompt import react_system_prompt
-
-from undobench_gym.catalog import domain, find_workflow
+from undobench_gym.core.catalog import domain, find_workflow
 
 
 def main() -> None:

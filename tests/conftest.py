@@ -7,12 +7,12 @@ from collections.abc import Iterator
 from typing import Any
 
 import pytest
-from undobench_gym.agents.methods import wrap
-from undobench_gym.agents.scripted import ScriptedAgent
 
 import undobench_gym  # noqa: F401 - registers the env ids
-from undobench_gym.env import UndoBenchEnv
-from undobench_gym.pairing import run_episode
+from undobench_gym.agents.methods import wrap
+from undobench_gym.agents.scripted import ScriptedAgent
+from undobench_gym.core.env import UndoBenchEnv
+from undobench_gym.core.pairing import run_episode
 
 _ENVS: dict[tuple[str, str, str], UndoBenchEnv] = {}
 
@@ -24,8 +24,8 @@ def docker_required() -> bool:
 
 def docker_problem() -> str | None:
     try:
-        from undobench_gym.errors import UndoBenchError
-        from undobench_gym.runtime.images import current_image, docker_client
+        from undobench_gym.contract.errors import UndoBenchError
+        from undobench_gym.core.runtime.images import current_image, docker_client
 
         current_image(docker_client())
     except (ImportError, UndoBenchError) as exc:

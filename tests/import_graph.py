@@ -15,34 +15,17 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[1]
 FOLDERS = {"undobench_gym": "undobench_gym"}
 
-#: Bottom to top: a module may import its own layer and the layers below, never above.
+#: Bottom to top: a module may import its own layer and the layers below, never above. Each
+#: layer is the folder of the same name under `undobench_gym/`.
 LAYERS = ("contract", "services", "core", "agents", "evaluation", "harness")
-HARNESS = ("cli", "sweep", "runner", "executors")
-#: Pure utilities every process may use (no project imports of their own).
-CONTRACT = (
-    "undobench_gym.contract",
-    "undobench_gym.seeding",
-    "undobench_gym.quiet_server",
-    "undobench_gym.stack_auth",
-)
 
 
 def layer_of(module: str) -> str:
+    """The layer folder a module sits in; the package root (registration, the public
+    names) counts as core."""
     parts = module.split(".")
-    if module in CONTRACT:
-        return "contract"
-    if parts[:2] == ["undobench_gym", "envs"]:
-        # A domain's task specs (workflows*.py) sit on the env core's specs; its service
-        # modules, the shared service kit and discovery are services.
-        return "core" if parts[-1].startswith("workflows") else "services"
-    if parts[:2] in (["undobench_gym", "proxies"], ["undobench_gym", "images"]):
-        return "services"
-    if parts[:2] == ["undobench_gym", "agents"]:
-        return "agents"
-    if parts[:2] == ["undobench_gym", "evaluation"]:
-        return "evaluation"
-    if len(parts) > 1 and parts[1] in HARNESS:
-        return "harness"
+    if len(parts) > 1 and parts[1] in LAYERS:
+        return parts[1]
     return "core"
 
 

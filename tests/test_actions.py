@@ -9,8 +9,8 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from undobench_gym.actions import ActionError, ToolCall, parse_action, to_request
-from undobench_gym.catalog import domain
+from undobench_gym.core.actions import ActionError, ToolCall, parse_action, to_request
+from undobench_gym.core.catalog import domain
 
 TOOLS = {
     n: domain("payments").tools[n]

@@ -8,6 +8,7 @@ import re
 from pathlib import Path
 
 import pytest
+
 from undobench_gym.evaluation.adversarial import BEHAVIOURS, run_suite, table
 
 pytestmark = pytest.mark.xdist_group("adversarial")

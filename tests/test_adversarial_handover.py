@@ -10,6 +10,7 @@ import re
 from pathlib import Path
 
 import pytest
+
 from undobench_gym.evaluation.adversarial import table
 from undobench_gym.evaluation.adversarial_handover import BEHAVIOURS, run_suite
 

@@ -1,9 +1,11 @@
 """The architecture holds: one-way layers, no import cycles, no project import hidden in a
-function (apart from the reasons listed), no library module over 400 lines.
+function (apart from the reasons listed), no library module over 600 lines (a guard against
+a module holding two ideas, not a size to split at).
 
-The layers, bottom to top (docs/architecture.md): contract (and seeding), services (the
-domain services, their kit, the proxy), core (specs, catalog, env, oracles, runtime, the
-domains' workflows), agents, evaluation, harness (CLI, sweep, runner, executors).
+The layers, bottom to top (docs/architecture.md), each a folder of `undobench_gym/`:
+contract (the wire contract, specs, seeding, errors), services (the domain services with
+their workflows, the proxy, the image), core (catalog, env, oracles, runtime, MCP front
+end), agents, evaluation, harness (CLI, sweep, runner, executors, training integrations).
 """
 
 from __future__ import annotations
@@ -11,20 +13,23 @@ from __future__ import annotations
 from .import_graph import LAYERS, ROOT, cycles, imports, layer_of, modules, upward
 
 EDGES = imports()
-MAX_LINES = 400
+MAX_LINES = 600
 
 #: (importer, imported) -> why the import waits until it is needed.
 LAZY_ALLOWED = {
-    ("undobench_gym.runtime", "undobench_gym.runtime.docker"): "the `docker` extra",
+    ("undobench_gym.core.runtime", "undobench_gym.core.runtime.docker"): "the `docker` extra",
     ("undobench_gym.agents.factory", "undobench_gym.agents.mcp.specs"): "the `mcp` extra",
-    ("undobench_gym.runner", "undobench_gym.evaluation.report"): "the `eval` extra",
-    ("undobench_gym", "undobench_gym.registration"): "ENV_IDS in a stack process (no Gymnasium)",
+    ("undobench_gym.harness.runner", "undobench_gym.evaluation.report"): "the `eval` extra",
+    (
+        "undobench_gym",
+        "undobench_gym.core.registration",
+    ): "ENV_IDS in a stack process (no Gymnasium)",
 }
 
 
 def _is_cli_handler(module: str) -> bool:
     """CLI command handlers import what their command needs (start-up time of --help)."""
-    return module == "undobench_gym.cli" or module.startswith("undobench_gym.cli.")
+    return module == "undobench_gym.harness.cli" or module.startswith("undobench_gym.harness.cli.")
 
 
 def test_every_module_has_a_layer() -> None:
@@ -55,7 +60,7 @@ def test_no_project_import_hides_in_a_function() -> None:
     assert not hidden, "imports inside functions:\n" + "\n".join(hidden)
 
 
-def test_no_library_module_is_over_400_lines() -> None:
+def test_no_library_module_is_over_600_lines() -> None:
     long = {
         str(path.relative_to(ROOT)): n
         for path in modules().values()
@@ -67,8 +72,11 @@ def test_no_library_module_is_over_400_lines() -> None:
 def test_the_graph_reader_sees_real_edges() -> None:
     """The checks above are only as good as the graph: known edges must be in it."""
     pairs = {(e.importer, e.imported) for e in EDGES}
-    assert ("undobench_gym.env", "undobench_gym.boundaries") in pairs
-    assert ("undobench_gym.envs._service.kit", "undobench_gym.contract") in pairs
-    assert ("undobench_gym.proxies.fault", "undobench_gym.contract") in pairs
-    assert layer_of("undobench_gym.envs.payments.workflows") == "core"
-    assert layer_of("undobench_gym.envs.payments.service") == "services"
+    assert ("undobench_gym.core.env", "undobench_gym.core.boundaries") in pairs
+    assert ("undobench_gym.services.domains._service.kit", "undobench_gym.contract") in pairs
+    assert ("undobench_gym.services.proxy.fault", "undobench_gym.contract") in pairs
+    # A domain's task specs sit with its service; both build on the contract's specs.
+    assert layer_of("undobench_gym.services.domains.payments.workflows") == "services"
+    assert layer_of("undobench_gym.services.domains.payments.service") == "services"
+    assert layer_of("undobench_gym.contract.specs") == "contract"
+    assert layer_of("undobench_gym.harness.cli.run") == "harness"

@@ -6,14 +6,14 @@ from __future__ import annotations
 
 import pytest
 
-from undobench_gym import boundaries
 from undobench_gym.contract import FAULT_ACTIONS
-from undobench_gym.specs import Boundary, FaultScenario, FaultTarget
+from undobench_gym.contract.specs import Boundary, FaultScenario, FaultTarget
+from undobench_gym.core import boundaries
 
 from .import_graph import ROOT
 
 DOC = (ROOT / "docs" / "architecture.md").read_text()
-#: The stages the proxy records (undobench_gym/proxies/fault.py) and the worker crash's.
+#: The stages the proxy records (undobench_gym/services/proxy/fault.py) and the worker crash's.
 STAGES = {"request", "response", "crash", "post_ack"}
 
 

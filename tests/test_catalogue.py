@@ -10,8 +10,8 @@ from typing import Any
 import httpx
 import pytest
 
-from undobench_gym.catalog import DOMAINS, all_workflows, domain
-from undobench_gym.cli import main
+from undobench_gym.core.catalog import DOMAINS, all_workflows, domain
+from undobench_gym.harness.cli import main
 
 ROOT = Path(__file__).resolve().parents[1]
 

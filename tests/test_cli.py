@@ -8,9 +8,9 @@ from typing import Any
 
 import pytest
 
-from undobench_gym.cli import main
-from undobench_gym.runner import expand, parse_seeds, run_sweep
-from undobench_gym.trials import read_trials
+from undobench_gym.core.trials import read_trials
+from undobench_gym.harness.cli import main
+from undobench_gym.harness.runner import expand, parse_seeds, run_sweep
 
 
 def test_tasks_json_matches_the_contract(capsys: pytest.CaptureFixture[str]) -> None:

@@ -14,12 +14,12 @@ from __future__ import annotations
 from typing import Any
 
 import pytest
+
 from undobench_gym.agents.methods import wrap
 from undobench_gym.agents.scripted import ScriptedAgent
-
-from undobench_gym.catalog import all_workflows, find_workflow
-from undobench_gym.oracles import evaluate
-from undobench_gym.pairing import run_episode, run_pair
+from undobench_gym.core.catalog import all_workflows, find_workflow
+from undobench_gym.core.oracles import evaluate
+from undobench_gym.core.pairing import run_episode, run_pair
 
 WRITERS = [w for w in all_workflows("stress") if w.writer is not None]
 LOOKALIKE = "pay-charge-customer-writer"
@@ -32,7 +32,7 @@ def _actions(record: dict[str, Any]) -> list[tuple[Any, ...]]:
 
 
 def test_every_domain_has_a_writer_and_the_paper_splits_none() -> None:
-    from undobench_gym.catalog import DOMAINS
+    from undobench_gym.core.catalog import DOMAINS
 
     assert sorted(w.domain for w in WRITERS) == sorted(DOMAINS)
     assert not [w.id for w in all_workflows() if w.split != "stress" and w.writer is not None]
@@ -196,7 +196,7 @@ def test_docker_fires_the_fault_runs_the_writer_and_agrees_with_process(
     acts at its trigger; and the same seed gives the same writer actions, transcript,
     verdict, final state and commit log on both runtimes, in both episodes. (Its own docker
     stack, closed at the end: a stack per domain held for the session takes 16 networks.)"""
-    from undobench_gym.env import UndoBenchEnv
+    from undobench_gym.core.env import UndoBenchEnv
 
     scenario = workflow.scenarios[0].id
     env = UndoBenchEnv(workflow.domain, runtime="docker")

@@ -6,7 +6,7 @@ from typing import Any
 
 import pytest
 
-from undobench_gym.catalog import all_workflows
+from undobench_gym.core.catalog import all_workflows
 
 CASES = [(w, None) for w in all_workflows()] + [
     (w, s.id) for w in all_workflows() for s in w.scenarios

@@ -9,9 +9,9 @@ import gymnasium as gym
 import pytest
 from gymnasium.utils.env_checker import check_env
 
-from undobench_gym.catalog import all_workflows
-from undobench_gym.registration import ENV_IDS
-from undobench_gym.specs import Boundary
+from undobench_gym.contract.specs import Boundary
+from undobench_gym.core.catalog import all_workflows
+from undobench_gym.core.registration import ENV_IDS
 
 WORKFLOWS = all_workflows()
 SCENARIOS = [(w, s.id) for w in WORKFLOWS for s in w.scenarios]
@@ -186,7 +186,7 @@ def test_workflow_none_draws_from_the_seed(env_for: Any) -> None:
 
 
 def test_unknown_scenario_and_workflow_are_clear_errors(env_for: Any) -> None:
-    from undobench_gym.errors import UndoBenchError
+    from undobench_gym.contract.errors import UndoBenchError
 
     env = env_for("payments")
     with pytest.raises(UndoBenchError, match="no scenario"):
@@ -205,8 +205,8 @@ def test_an_unplanned_exit_voids_the_episode_and_reset_recovers() -> None:
 
     from gymnasium.error import ResetNeeded
 
-    from undobench_gym.env import UndoBenchEnv
-    from undobench_gym.errors import StackUnhealthyError
+    from undobench_gym.contract.errors import StackUnhealthyError
+    from undobench_gym.core.env import UndoBenchEnv
 
     with UndoBenchEnv("payments", workflow="pay-charge-customer") as env:
         env.reset(seed=1)
@@ -230,8 +230,8 @@ def test_an_unplanned_exit_voids_the_episode_and_reset_recovers() -> None:
 def test_a_call_timing_out_with_no_fault_planned_voids_the_episode() -> None:
     """A slow stack is not a fault: a call the client gave up on without a planned fault
     voids the episode (an infrastructure error a sweep retries), never scored."""
-    from undobench_gym.env import UndoBenchEnv
-    from undobench_gym.errors import StackUnhealthyError
+    from undobench_gym.contract.errors import StackUnhealthyError
+    from undobench_gym.core.env import UndoBenchEnv
 
     with UndoBenchEnv("payments", workflow="pay-charge-customer") as env:
         env.reset(seed=1)

@@ -17,11 +17,12 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from undobench_gym.agents.scripted import ScriptedAgent
 
-from undobench_gym.errors import ProviderUnavailable, UndoBenchError
-from undobench_gym.executors import InlineExecutor, RetryPolicy
-from undobench_gym.executors.base import (
+from undobench_gym.agents.scripted import ScriptedAgent
+from undobench_gym.contract.errors import ProviderUnavailable, UndoBenchError
+from undobench_gym.core.trials import read_trials
+from undobench_gym.harness.executors import InlineExecutor, RetryPolicy
+from undobench_gym.harness.executors.base import (
     HARNESS,
     PROVIDER,
     TIMEOUT,
@@ -29,9 +30,8 @@ from undobench_gym.executors.base import (
     WORKER_DIED,
     TrialTask,
 )
-from undobench_gym.executors.schedule import Scheduler
-from undobench_gym.runner import build_tasks, expand, parse_seeds, run_sweep
-from undobench_gym.trials import read_trials
+from undobench_gym.harness.executors.schedule import Scheduler
+from undobench_gym.harness.runner import build_tasks, expand, parse_seeds, run_sweep
 
 HERE = "python:tests.test_executors:"
 
@@ -321,7 +321,7 @@ def test_a_hung_harness_is_an_infrastructure_error_retried_once(
 ) -> None:
     """A hang outside agent code (here the env's step) is the harness's: the trial alarm
     ends it, the pair is retried on a fresh stack and kept apart from agent failures."""
-    from undobench_gym.env import UndoBenchEnv
+    from undobench_gym.core.env import UndoBenchEnv
 
     real_step = UndoBenchEnv.step
     hangs = {"left": 1}

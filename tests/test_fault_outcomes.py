@@ -8,12 +8,12 @@ from typing import Any
 
 import gymnasium as gym
 import pytest
-from undobench_gym.agents.methods import wrap
-from undobench_gym.agents.scripted import ScriptedAgent
 
 import undobench_gym  # noqa: F401 - registers the ids
-from undobench_gym.catalog import find_workflow
-from undobench_gym.pairing import run_episode, run_pair
+from undobench_gym.agents.methods import wrap
+from undobench_gym.agents.scripted import ScriptedAgent
+from undobench_gym.core.catalog import find_workflow
+from undobench_gym.core.pairing import run_episode, run_pair
 
 
 @pytest.fixture(scope="module")
@@ -147,7 +147,7 @@ def test_ambiguous_faults_take_the_same_time_whichever_way_the_coin_fell(payment
     """Before the padding, a committed call answered in ~7 ms and a dropped one in ~2 ms
     (one threshold guessed the coin 39 times in 40); benchmarks/bench_ambiguous_latency.py
     measures the whole catalogue."""
-    from undobench_gym.boundaries import AMBIGUOUS_PAD_S
+    from undobench_gym.core.boundaries import AMBIGUOUS_PAD_S
 
     took: dict[bool, list[float]] = {True: [], False: []}
     for seed in range(1, 7):

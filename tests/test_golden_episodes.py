@@ -11,11 +11,11 @@ import json
 from typing import Any
 
 import pytest
+
 from undobench_gym.agents.methods import server_idempotency_for, wrap
 from undobench_gym.agents.scripted import ScriptedAgent
-
-from undobench_gym.catalog import find_workflow
-from undobench_gym.pairing import run_episode
+from undobench_gym.core.catalog import find_workflow
+from undobench_gym.core.pairing import run_episode
 
 from .golden.episodes import FILE, SEED, cases, summary
 

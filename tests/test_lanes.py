@@ -15,15 +15,15 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from undobench_gym.agents.scripted import ScriptedAgent
 
-from undobench_gym.deadline import AgentOverTime, agent_time_limit, time_limit
-from undobench_gym.errors import UndoBenchError
-from undobench_gym.executors import DEFAULT_LANES, make_executor
-from undobench_gym.executors.base import TIMEOUT
-from undobench_gym.runner import expand, run_sweep
-from undobench_gym.sweep import Execution
-from undobench_gym.trials import read_trials
+from undobench_gym.agents.scripted import ScriptedAgent
+from undobench_gym.contract.errors import UndoBenchError
+from undobench_gym.core.deadline import AgentOverTime, agent_time_limit, time_limit
+from undobench_gym.core.trials import read_trials
+from undobench_gym.harness.executors import DEFAULT_LANES, make_executor
+from undobench_gym.harness.executors.base import TIMEOUT
+from undobench_gym.harness.runner import expand, run_sweep
+from undobench_gym.harness.sweep import Execution
 
 HERE = "python:tests.test_lanes:"
 

@@ -16,7 +16,7 @@ from pathlib import Path
 
 import pytest
 
-from undobench_gym.extras import EXTRAS
+from undobench_gym.core.extras import EXTRAS
 
 pytestmark = pytest.mark.slow
 
@@ -68,7 +68,7 @@ def _lean_env(tmp_path: Path) -> dict[str, str]:
 
 def _cli(args: list[str], env: dict[str, str]) -> subprocess.CompletedProcess[str]:
     return subprocess.run(
-        [sys.executable, "-m", "undobench_gym.cli", *args],
+        [sys.executable, "-m", "undobench_gym.harness.cli", *args],
         env=env,
         capture_output=True,
         text=True,

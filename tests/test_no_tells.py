@@ -10,7 +10,7 @@ import gymnasium as gym
 import pytest
 
 import undobench_gym
-from undobench_gym.catalog import domain
+from undobench_gym.core.catalog import domain
 
 IDS = sorted(undobench_gym.ENV_IDS)
 

@@ -5,8 +5,7 @@ from __future__ import annotations
 import json
 from typing import Any
 
-from undobench_gym.oracles import check_predicate, evaluate, semantic_effects
-from undobench_gym.specs import (
+from undobench_gym.contract.specs import (
     EffectExpectation,
     FaultScenario,
     FaultTarget,
@@ -14,6 +13,7 @@ from undobench_gym.specs import (
     StatePredicate,
     WorkflowSpec,
 )
+from undobench_gym.core.oracles import check_predicate, evaluate, semantic_effects
 
 
 def row(op: str, cls: str, **identity: Any) -> dict[str, Any]:

@@ -16,8 +16,8 @@ import pytest
 import uvicorn
 from fastapi import FastAPI
 
-from undobench_gym import quiet_server
-from undobench_gym.quiet_server import QuietServer
+from undobench_gym.contract import quiet_server
+from undobench_gym.contract.quiet_server import QuietServer
 
 
 def _app() -> FastAPI:
@@ -60,7 +60,7 @@ def test_exit_from_another_thread_does_not_wait_for_the_tick(
 SIGNALLED = """
 import socket, sys, uvicorn
 from fastapi import FastAPI
-from undobench_gym import quiet_server
+from undobench_gym.contract import quiet_server
 quiet_server.TICK_S = 60.0
 server = quiet_server.QuietServer(uvicorn.Config(FastAPI(), log_level="warning", lifespan="off"))
 sock = socket.socket(); sock.bind(("127.0.0.1", 0))

@@ -5,10 +5,10 @@ from __future__ import annotations
 import pytest
 from pydantic import ValidationError
 
-from undobench_gym.boundaries import wire_action
-from undobench_gym.catalog import all_workflows, domain
-from undobench_gym.seeding import derive_seed
-from undobench_gym.specs import Boundary, FaultScenario, FaultTarget, fill
+from undobench_gym.contract.seeding import derive_seed
+from undobench_gym.contract.specs import Boundary, FaultScenario, FaultTarget, fill
+from undobench_gym.core.boundaries import wire_action
+from undobench_gym.core.catalog import all_workflows, domain
 
 
 def test_seeds_are_stable_across_processes() -> None:

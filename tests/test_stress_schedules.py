@@ -15,8 +15,8 @@ from typing import Any
 
 import pytest
 
-from undobench_gym.catalog import all_workflows
-from undobench_gym.specs import Boundary, FaultScenario, LaterFault
+from undobench_gym.contract.specs import Boundary, FaultScenario, LaterFault
+from undobench_gym.core.catalog import all_workflows
 
 STRESS = all_workflows("stress")
 CASES = [(w, s.id) for w in STRESS for s in w.scenarios]
@@ -33,7 +33,7 @@ def _faults(record: dict[str, Any]) -> list[dict[str, Any]]:
 
 
 def test_every_domain_has_a_cascade_and_a_writer_and_nothing_else() -> None:
-    from undobench_gym.catalog import DOMAINS
+    from undobench_gym.core.catalog import DOMAINS
 
     assert {w.domain for w in CASCADES} == set(DOMAINS)
     assert {w.domain for w in WRITERS} == set(DOMAINS)
@@ -90,7 +90,7 @@ def test_same_seed_same_faults_and_verdicts(play: Any, method: str) -> None:
 
 
 def test_each_later_fault_has_its_own_coin() -> None:
-    from undobench_gym.boundaries import resolve
+    from undobench_gym.core.boundaries import resolve
 
     scenario = FaultScenario.on(
         "amb-cascade",

@@ -13,11 +13,11 @@ from pathlib import Path
 
 import pytest
 
-from undobench_gym.cli import main
-from undobench_gym.errors import UndoBenchError
-from undobench_gym.pairing import pair_id
-from undobench_gym.sweep import load_sweep
-from undobench_gym.trials import read_trials
+from undobench_gym.contract.errors import UndoBenchError
+from undobench_gym.core.pairing import pair_id
+from undobench_gym.core.trials import read_trials
+from undobench_gym.harness.cli import main
+from undobench_gym.harness.sweep import load_sweep
 
 TOML = """
 workflows = ["pay-charge-customer", "db-create-order"]
@@ -69,7 +69,7 @@ def test_expansion_is_deterministic_and_ids_are_stable(tmp_path: Path) -> None:
 
 def test_a_split_expands_to_every_scenario_of_its_workflows(tmp_path: Path) -> None:
     spec = load_sweep(_write(tmp_path, "s.toml", 'split = "test"\nmethods = ["bare"]\nseeds = 1'))
-    from undobench_gym.catalog import all_workflows
+    from undobench_gym.core.catalog import all_workflows
 
     assert len(spec.expand()) == sum(len(w.scenarios) for w in all_workflows("test"))
 
@@ -158,7 +158,7 @@ def test_resume_after_sigkill_runs_every_pair_exactly_once(tmp_path: Path) -> No
     sweep, out = _write(tmp_path, "s.toml", SWEEP), tmp_path / "run"
     expected = {t.pair_id("scripted") for t in load_sweep(sweep).expand()}
     trials = out / "trials.jsonl"
-    cmd = [sys.executable, "-m", "undobench_gym.cli", "run", "--sweep", str(sweep)]
+    cmd = [sys.executable, "-m", "undobench_gym.harness.cli", "run", "--sweep", str(sweep)]
     driver = subprocess.Popen([*cmd, "--workers", "2", "--out", str(out), "--quiet"])
     deadline = time.monotonic() + 120
     while time.monotonic() < deadline and driver.poll() is None:
@@ -193,8 +193,8 @@ def test_resume_after_sigkill_runs_every_pair_exactly_once(tmp_path: Path) -> No
 def test_the_sweep_default_http_timeout_is_the_envs() -> None:
     import inspect
 
-    from undobench_gym.env import UndoBenchEnv
-    from undobench_gym.executors.base import DEFAULT_HTTP_TIMEOUT_S
+    from undobench_gym.core.env import UndoBenchEnv
+    from undobench_gym.harness.executors.base import DEFAULT_HTTP_TIMEOUT_S
 
     default = inspect.signature(UndoBenchEnv.__init__).parameters["http_timeout"].default
     assert default == DEFAULT_HTTP_TIMEOUT_S

@@ -9,12 +9,13 @@ from collections.abc import Iterator
 from typing import Any
 
 import pytest
+
 from undobench_gym.agents.methods import applicable, wrap
 from undobench_gym.agents.scripted import ScriptedAgent
-
-from undobench_gym import catalog, envs
-from undobench_gym.env import UndoBenchEnv
-from undobench_gym.pairing import run_episode
+from undobench_gym.core import catalog
+from undobench_gym.core.env import UndoBenchEnv
+from undobench_gym.core.pairing import run_episode
+from undobench_gym.services import domains
 
 from .import_graph import ROOT
 
@@ -24,13 +25,13 @@ def notes() -> Iterator[UndoBenchEnv]:
     mp = pytest.MonkeyPatch()
     # The runtime's service process imports the domain by module path, like the test does.
     mp.setenv("PYTHONPATH", str(ROOT))
-    envs.register_domain("notes", "tests.tiny_domain")
+    domains.register_domain("notes", "tests.tiny_domain")
     env = UndoBenchEnv("notes")
     try:
         yield env
     finally:
         env.close()
-        envs.unregister_domain("notes")
+        domains.unregister_domain("notes")
         catalog.domain.cache_clear()
         mp.undo()
 

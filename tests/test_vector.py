@@ -18,9 +18,9 @@ from typing import Any
 import gymnasium as gym
 import pytest
 from gymnasium.vector import AsyncVectorEnv, AutoresetMode
-from undobench_gym.agents.scripted import ScriptedAgent
 
 import undobench_gym  # noqa: F401 - registers the ids
+from undobench_gym.agents.scripted import ScriptedAgent
 
 ID = "UndoBench/Payments-v0"
 

@@ -14,14 +14,14 @@ from typing import TYPE_CHECKING, Any
 STACK_PROCESS_ENV = "UNDOBENCH_STACK_PROCESS"
 
 if TYPE_CHECKING or os.environ.get(STACK_PROCESS_ENV) != "1":
-    from .registration import ENV_IDS, register_all
+    from undobench_gym.core.registration import ENV_IDS, register_all
 
     register_all()
 
 
 def __getattr__(name: str) -> Any:
     if name == "ENV_IDS":  # in a stack process, on demand
-        from .registration import ENV_IDS
+        from undobench_gym.core.registration import ENV_IDS
 
         return ENV_IDS
     raise AttributeError(f"module {__name__!r} has no attribute {name!r}")

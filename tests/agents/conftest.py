@@ -11,8 +11,8 @@ from typing import Any
 
 import pytest
 
-from undobench_gym.catalog import domain, find_workflow
-from undobench_gym.specs import fill
+from undobench_gym.contract.specs import fill
+from undobench_gym.core.catalog import domain, find_workflow
 
 from ..doubles.fake_llm_server import FakeServer
 

@@ -28,11 +28,10 @@ from undobench_gym.agents.factory import make_agent
 from undobench_gym.agents.mcp import jail, sandbox
 from undobench_gym.agents.mcp.command import CommandLauncher
 from undobench_gym.agents.mcp.episode import EpisodeContext
-
-from undobench_gym.catalog import find_workflow
-from undobench_gym.errors import UndoBenchError
-from undobench_gym.pairing import run_episode
-from undobench_gym.stack_auth import TOKEN_ENV
+from undobench_gym.contract.errors import UndoBenchError
+from undobench_gym.contract.stack_auth import TOKEN_ENV
+from undobench_gym.core.catalog import find_workflow
+from undobench_gym.core.pairing import run_episode
 
 
 def _unavailable() -> str:

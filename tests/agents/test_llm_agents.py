@@ -11,15 +11,15 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+
 from undobench_gym.agents.factory import make_agent
 from undobench_gym.agents.llm.backends import ProviderUnavailable
 from undobench_gym.agents.llm.base import LLMConfig, turn_seed
 from undobench_gym.agents.llm.parsing import parse_react, parse_text_tool_calls
-
-from undobench_gym.catalog import find_workflow
-from undobench_gym.errors import UndoBenchError
-from undobench_gym.pairing import run_episode, run_pair
-from undobench_gym.seeding import stable_id
+from undobench_gym.contract.errors import UndoBenchError
+from undobench_gym.contract.seeding import stable_id
+from undobench_gym.core.catalog import find_workflow
+from undobench_gym.core.pairing import run_episode, run_pair
 
 from ..doubles.fake_llm_server import REFUSAL, failing, gold_plan, malformed, multi_call, refusing
 from .conftest import plan_lookup, require
@@ -212,10 +212,10 @@ def test_a_sweep_against_a_dead_model_server_stops_and_records_nothing(
 ) -> None:
     """Connection refused on every call: the pairs are infrastructure errors, not agent
     failures, and after five in a row the sweep stops for --resume with nothing recorded."""
-    from undobench_gym.executors import InlineExecutor
-    from undobench_gym.runner import expand, run_sweep
-    from undobench_gym.runtime.process import free_port
-    from undobench_gym.trials import read_trials
+    from undobench_gym.core.runtime.process import free_port
+    from undobench_gym.core.trials import read_trials
+    from undobench_gym.harness.executors import InlineExecutor
+    from undobench_gym.harness.runner import expand, run_sweep
 
     monkeypatch.setenv("UNDOBENCH_LLM_RETRIES", "1")
     monkeypatch.setenv("UNDOBENCH_LLM_BACKOFF_S", "0.001")
@@ -244,8 +244,8 @@ def test_a_worker_crash_restores_the_conversation(fake_server: Any, env_for: Any
 def test_cli_run_with_an_openai_agent(
     fake_server: Any, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    from undobench_gym.cli import main
-    from undobench_gym.trials import read_trials
+    from undobench_gym.core.trials import read_trials
+    from undobench_gym.harness.cli import main
 
     fake_server.policy = gold()
     monkeypatch.setenv("UNDOBENCH_LLM_MAX_TOKENS", "256")
@@ -370,7 +370,7 @@ def tiny_model(folder: Path) -> Path:
 @pytest.fixture(scope="module")
 def short_env() -> Iterator[Any]:
     """A payments env with a 4-step budget: local models on a shared CPU are slow."""
-    from undobench_gym.env import UndoBenchEnv
+    from undobench_gym.core.env import UndoBenchEnv
 
     env = UndoBenchEnv("payments", max_steps=4)
     yield env
@@ -452,6 +452,7 @@ def test_hf_threads_apply_to_its_own_generations_only(tmp_path: Path) -> None:
     require("torch", "train")
     require("transformers", "train")
     import torch
+
     from undobench_gym.agents.llm.backends import Request
     from undobench_gym.agents.llm.local import HFBackend
 

@@ -9,6 +9,7 @@ import re
 from typing import Any
 
 import pytest
+
 from undobench_gym.agents.llm.backends import Reply, Request, ToolCallOut, refused_request
 from undobench_gym.agents.llm.base import LLMConfig, model_tools
 from undobench_gym.agents.llm.context import TRIMMED, compact_tools, estimate_tokens, fit
@@ -16,9 +17,8 @@ from undobench_gym.agents.llm.f1_tool_calling import ToolCallingAgent
 from undobench_gym.agents.llm.f2_react import ReActAgent
 from undobench_gym.agents.llm.parsing import parse_react
 from undobench_gym.agents.llm.prompt import action_schema
-
-from undobench_gym.catalog import FINISH_TOOL, domain
-from undobench_gym.errors import UndoBenchError
+from undobench_gym.contract.errors import UndoBenchError
+from undobench_gym.core.catalog import FINISH_TOOL, domain
 
 TOOLS = [domain("payments").tools[n].openai_schema() for n in ("get_customer", "create_charge")]
 TOOLS.append(FINISH_TOOL)

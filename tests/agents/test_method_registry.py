@@ -10,16 +10,16 @@ from typing import Any
 
 import gymnasium as gym
 import pytest
+
 import undobench_gym.agents.methods as methods
 from undobench_gym.agents.methods import MethodSpec
 from undobench_gym.agents.public_tools import PublicTool
 from undobench_gym.agents.recovery import NaiveRetry
 from undobench_gym.agents.recovery.base import StepResult, parse_call
 from undobench_gym.agents.scripted import ScriptedAgent
-
-from undobench_gym.catalog import find_workflow
-from undobench_gym.errors import UndoBenchError
-from undobench_gym.pairing import run_pair
+from undobench_gym.contract.errors import UndoBenchError
+from undobench_gym.core.catalog import find_workflow
+from undobench_gym.core.pairing import run_pair
 
 NAME = "B0-I"
 BUILTIN_NAMES = ("bare", "B0", "B1", "B2", "B2-K", "B3", "B5", "B5-P", "B6")

@@ -8,6 +8,7 @@ from typing import Any
 
 import gymnasium as gym
 import pytest
+
 from undobench_gym.agents.methods import (
     METHODS,
     PLANNED,
@@ -20,9 +21,8 @@ from undobench_gym.agents.public_tools import public_tools
 from undobench_gym.agents.recovery.checkpoint import CheckpointResume
 from undobench_gym.agents.recovery.derive import compensation_for, compensations, verifiers_for
 from undobench_gym.agents.scripted import ScriptedAgent
-
-from undobench_gym import catalog
-from undobench_gym.pairing import run_episode, run_pair
+from undobench_gym.core import catalog
+from undobench_gym.core.pairing import run_episode, run_pair
 
 # (success, duplicates, missing, physical, committed, reissued_after_commit) of the fault
 # episode, scripted gold-plan agent, seed 1; no cell has an unrequired effect. Why each row

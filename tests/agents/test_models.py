@@ -10,11 +10,11 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
+
 from undobench_gym.agents.llm import models
 from undobench_gym.agents.llm.models import ShippedModel, assemble, missing_parts, verify
-
-from undobench_gym.cli import main
-from undobench_gym.errors import UndoBenchError
+from undobench_gym.contract.errors import UndoBenchError
+from undobench_gym.harness.cli import main
 
 PARTS = [b"GGUF" + bytes([i]) * 1000 for i in range(3)]
 

@@ -22,13 +22,13 @@ from typing import Any
 
 import httpx
 import pytest
+
 from undobench_gym.agents.factory import make_agent
 from undobench_gym.agents.llm.backends import refused_request
 from undobench_gym.agents.llm.base import LLMConfig
 from undobench_gym.agents.llm.model_server import LlamaServer, llama_server_binary
-
-from undobench_gym.catalog import find_workflow
-from undobench_gym.pairing import run_episode
+from undobench_gym.core.catalog import find_workflow
+from undobench_gym.core.pairing import run_episode
 
 pytestmark = pytest.mark.slow
 
@@ -148,7 +148,7 @@ def test_serve_model_prints_the_agent_spec_and_stops_cleanly(stop: signal.Signal
     """Ctrl-C or SIGTERM (what systemd, SLURM and Kubernetes send): the server stops, the
     command says so, exits 0, and leaves no `undobench-model-*` work directory behind."""
     proc = subprocess.Popen(
-        [sys.executable, "-m", "undobench_gym.cli", "serve-model", "--model", "smollm2"],
+        [sys.executable, "-m", "undobench_gym.harness.cli", "serve-model", "--model", "smollm2"],
         stdout=subprocess.PIPE,
         stderr=subprocess.STDOUT,
         text=True,

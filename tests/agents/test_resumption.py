@@ -12,13 +12,13 @@ from typing import Any
 
 import pytest
 
-from undobench_gym import catalog
 from undobench_gym.agents.methods import server_idempotency_for, wrap
 from undobench_gym.agents.public_tools import public_tools
 from undobench_gym.agents.recovery.derive import resumptions
 from undobench_gym.agents.scripted import ScriptedAgent
-from undobench_gym.pairing import run_pair
-from undobench_gym.specs import Boundary
+from undobench_gym.contract.specs import Boundary
+from undobench_gym.core import catalog
+from undobench_gym.core.pairing import run_pair
 
 #: forward tool -> (resuming tool, filled from the found record's id, from the call)
 DERIVED = {

@@ -15,7 +15,6 @@ from typing import Any
 import gymnasium as gym
 import pytest
 
-from undobench_gym import catalog
 from undobench_gym.agents.methods import (
     METHODS,
     agent_transcript,
@@ -27,8 +26,9 @@ from undobench_gym.agents.methods import (
 from undobench_gym.agents.public_tools import from_schema, public_tools
 from undobench_gym.agents.recovery import RecoveryWrapper
 from undobench_gym.agents.scripted import ScriptedAgent
-from undobench_gym.errors import UndoBenchError
-from undobench_gym.pairing import run_episode
+from undobench_gym.contract.errors import UndoBenchError
+from undobench_gym.core import catalog
+from undobench_gym.core.pairing import run_episode
 
 AGENTS = Path(__file__).resolve().parents[2] / "undobench_gym" / "agents"
 #: Attribute names that reach into the env or the harness's catalogue.
@@ -91,7 +91,7 @@ def privileged_uses(source: str) -> list[str]:
 def test_the_scan_finds_privileged_access() -> None:
     """The checker itself: each kind of private access in a snippet is reported."""
     snippet = (
-        "from undobench_gym.catalog import ToolSpec\n"
+        "from undobench_gym.core.catalog import ToolSpec\n"
         "def f(env, spec):\n"
         "    tools = env.unwrapped._domain.tools\n"
         "    return spec.identity, spec.effect_class, getattr(env, '_episode')\n"

@@ -28,6 +28,7 @@ from typing import Any
 import uvicorn
 from fastapi import FastAPI, Request
 from fastapi.responses import JSONResponse
+
 from undobench_gym.agents.scripted import is_failure, resolve_refs
 
 CREATED = 1_700_000_000  # fixed, so a reply depends only on (messages, seed)

@@ -2,7 +2,7 @@
 particular to its domain.
 
 It drives a service the way the env does (one tool = one OpenAPI route, tool schemas from
-`undobench_gym.catalog`), runs gold plans the way the scripted agent does (`specs.fill` for
+`undobench_gym.core.catalog`), runs gold plans the way the scripted agent does (`specs.fill` for
 `{param}` templates, then `agents.scripted.resolve_refs` for `@N.path` references) and judges
 invariants with the real oracle (`oracles.check_predicate`), so the tests check what the
 benchmark itself would see. No network, no subprocess: both apps run under TestClient.
@@ -24,14 +24,18 @@ from fastapi import FastAPI
 from fastapi.testclient import TestClient
 from httpx import Response
 from jsonschema import Draft202012Validator
-from undobench_gym.agents.scripted import resolve_refs
-from undobench_gym.envs._service.actor import WRITER_PREFIX
-from undobench_gym.envs._service.app import create_apps
-from undobench_gym.envs._service.context import CRASH_HEADER, DomainService, ServiceContext
 
-from undobench_gym.catalog import ToolSpec, domain, tools_from_openapi
-from undobench_gym.oracles import check_predicate
-from undobench_gym.specs import Boundary, EffectExpectation, WorkflowSpec, fill
+from undobench_gym.agents.scripted import resolve_refs
+from undobench_gym.contract.specs import Boundary, EffectExpectation, WorkflowSpec, fill
+from undobench_gym.core.catalog import ToolSpec, domain, tools_from_openapi
+from undobench_gym.core.oracles import check_predicate
+from undobench_gym.services.domains._service.actor import WRITER_PREFIX
+from undobench_gym.services.domains._service.app import create_apps
+from undobench_gym.services.domains._service.context import (
+    CRASH_HEADER,
+    DomainService,
+    ServiceContext,
+)
 
 #: The seed most tests reset to; gold plans also run from two more.
 SEED = 3
@@ -291,7 +295,7 @@ def assert_effects(
 ) -> None:
     """Every required effect committed as many times as the task requires, and nothing
     duplicated, forbidden or unrequired (the effect oracle's own judgement)."""
-    from undobench_gym.oracles import judge_effects, semantic_effects
+    from undobench_gym.core.oracles import judge_effects, semantic_effects
 
     duplicates, missing, forbidden, unrequired = judge_effects(
         wf, params, semantic_effects([dict(r) for r in log if not r.get("actor")], wf, params)

@@ -8,10 +8,16 @@ from collections import Counter
 from typing import Any
 
 import pytest
-from undobench_gym.envs.cloud.fixture import active, address_for, build_fixture, cutover_id
-from undobench_gym.envs.cloud.fixture import deployment_id as dep_id
-from undobench_gym.envs.cloud.service import DOMAIN
-from undobench_gym.envs.cloud.workflows import WORKFLOWS
+
+from undobench_gym.services.domains.cloud.fixture import (
+    active,
+    address_for,
+    build_fixture,
+    cutover_id,
+)
+from undobench_gym.services.domains.cloud.fixture import deployment_id as dep_id
+from undobench_gym.services.domains.cloud.service import DOMAIN
+from undobench_gym.services.domains.cloud.workflows import WORKFLOWS
 
 from .service_harness import GOLD_SEEDS, ServiceClient, params_for, workflow
 from .workflow_harness import (

@@ -7,12 +7,12 @@ import json
 from typing import Any
 
 import pytest
-from undobench_gym.envs._service.context import CRASH_HEADER
-from undobench_gym.envs.cloud.fixture import active, build_fixture
-from undobench_gym.envs.cloud.service import DOMAIN
-from undobench_gym.envs.cloud.workflows import WORKFLOWS
 
-from undobench_gym.specs import Boundary, WorkflowSpec
+from undobench_gym.contract.specs import Boundary, WorkflowSpec
+from undobench_gym.services.domains._service.context import CRASH_HEADER
+from undobench_gym.services.domains.cloud.fixture import active, build_fixture
+from undobench_gym.services.domains.cloud.service import DOMAIN
+from undobench_gym.services.domains.cloud.workflows import WORKFLOWS
 
 from .service_harness import (
     MALFORMED_JSON,

@@ -8,8 +8,9 @@ cutover (allowed) and starting another one (unrequired)."""
 from __future__ import annotations
 
 import pytest
-from undobench_gym.envs.cloud.service import DOMAIN
-from undobench_gym.envs.cloud.workflows import WORKFLOWS
+
+from undobench_gym.services.domains.cloud.service import DOMAIN
+from undobench_gym.services.domains.cloud.workflows import WORKFLOWS
 
 from .service_harness import ServiceClient, params_for, run_gold_plan, step_args
 from .workflow_harness import Row, WorkflowContract, gold, gold_plan_logs, ops, reworded, verdict

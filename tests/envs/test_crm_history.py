@@ -9,9 +9,10 @@ from itertools import pairwise
 from typing import Any
 
 import pytest
-from undobench_gym.envs.crm.fixture import ONBOARDING_NOW, build_fixture, seq_id
-from undobench_gym.envs.crm.service import DOMAIN
-from undobench_gym.envs.crm.workflows import WORKFLOWS
+
+from undobench_gym.services.domains.crm.fixture import ONBOARDING_NOW, build_fixture, seq_id
+from undobench_gym.services.domains.crm.service import DOMAIN
+from undobench_gym.services.domains.crm.workflows import WORKFLOWS
 
 from .service_harness import GOLD_SEEDS, ServiceClient, params_for, workflow
 from .workflow_harness import (

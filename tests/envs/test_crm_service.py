@@ -6,13 +6,13 @@ from __future__ import annotations
 from typing import Any
 
 import pytest
-from undobench_gym.envs._service.context import CRASH_HEADER
-from undobench_gym.envs.crm.composites import CRASH_AFTER_ACCOUNT
-from undobench_gym.envs.crm.fixture import build_fixture
-from undobench_gym.envs.crm.service import DOMAIN
-from undobench_gym.envs.crm.workflows import WORKFLOWS
 
-from undobench_gym.specs import Boundary, WorkflowSpec
+from undobench_gym.contract.specs import Boundary, WorkflowSpec
+from undobench_gym.services.domains._service.context import CRASH_HEADER
+from undobench_gym.services.domains.crm.composites import CRASH_AFTER_ACCOUNT
+from undobench_gym.services.domains.crm.fixture import build_fixture
+from undobench_gym.services.domains.crm.service import DOMAIN
+from undobench_gym.services.domains.crm.workflows import WORKFLOWS
 
 from .service_harness import (
     KEY_HEADER,

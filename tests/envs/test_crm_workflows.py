@@ -8,10 +8,11 @@ tier, a reworded re-conversion, and finishing a half-converted lead (allowed).""
 from __future__ import annotations
 
 import pytest
-from undobench_gym.envs.crm.composites import CRASH_AFTER_ACCOUNT
-from undobench_gym.envs.crm.fixture import build_fixture
-from undobench_gym.envs.crm.service import DOMAIN
-from undobench_gym.envs.crm.workflows import WORKFLOWS
+
+from undobench_gym.services.domains.crm.composites import CRASH_AFTER_ACCOUNT
+from undobench_gym.services.domains.crm.fixture import build_fixture
+from undobench_gym.services.domains.crm.service import DOMAIN
+from undobench_gym.services.domains.crm.workflows import WORKFLOWS
 
 from .service_harness import ServiceClient, params_for, run_gold_plan, step_args
 from .workflow_harness import Row, WorkflowContract, gold, gold_plan_logs, ops, reworded, verdict

@@ -10,9 +10,10 @@ from collections import Counter
 from typing import Any
 
 import pytest
-from undobench_gym.envs.database.fixture import build_fixture
-from undobench_gym.envs.database.service import DOMAIN
-from undobench_gym.envs.database.workflows import WORKFLOWS
+
+from undobench_gym.services.domains.database.fixture import build_fixture
+from undobench_gym.services.domains.database.service import DOMAIN
+from undobench_gym.services.domains.database.workflows import WORKFLOWS
 
 from .service_harness import ServiceClient, params_for, run_gold_plan
 from .workflow_harness import CLOCK, assert_service_seeds_fixture, where

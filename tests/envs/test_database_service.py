@@ -9,11 +9,11 @@ from typing import Any
 import pytest
 from sqlalchemy import text
 from sqlalchemy.orm import Session
-from undobench_gym.envs.database.fixture import build_fixture
-from undobench_gym.envs.database.service import DOMAIN
-from undobench_gym.envs.database.workflows import WORKFLOWS
 
-from undobench_gym.specs import WorkflowSpec, fill
+from undobench_gym.contract.specs import WorkflowSpec, fill
+from undobench_gym.services.domains.database.fixture import build_fixture
+from undobench_gym.services.domains.database.service import DOMAIN
+from undobench_gym.services.domains.database.workflows import WORKFLOWS
 
 from .service_harness import (
     MALFORMED_JSON,

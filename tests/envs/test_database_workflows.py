@@ -10,10 +10,10 @@ from __future__ import annotations
 from typing import Any
 
 import pytest
-from undobench_gym.envs.database.service import DOMAIN
-from undobench_gym.envs.database.workflows import WORKFLOWS
 
-from undobench_gym.specs import Boundary
+from undobench_gym.contract.specs import Boundary
+from undobench_gym.services.domains.database.service import DOMAIN
+from undobench_gym.services.domains.database.workflows import WORKFLOWS
 
 from .service_harness import ServiceClient, params_for, run_gold_plan, step_args
 from .workflow_harness import (

@@ -8,7 +8,8 @@ from __future__ import annotations
 from typing import Any
 
 import pytest
-from undobench_gym.envs.git.fixture import (
+
+from undobench_gym.services.domains.git.fixture import (
     BOT,
     EPOCH_TS,
     build_fixture,
@@ -19,9 +20,9 @@ from undobench_gym.envs.git.fixture import (
     iso,
     notes_message,
 )
-from undobench_gym.envs.git.objects import commit_id, tag_id, tree_id
-from undobench_gym.envs.git.service import DOMAIN
-from undobench_gym.envs.git.workflows import WORKFLOWS
+from undobench_gym.services.domains.git.objects import commit_id, tag_id, tree_id
+from undobench_gym.services.domains.git.service import DOMAIN
+from undobench_gym.services.domains.git.workflows import WORKFLOWS
 
 from .service_harness import GOLD_SEEDS, ServiceClient
 from .workflow_harness import assert_new_rows_follow_history, tables_around_gold_plan

@@ -10,13 +10,13 @@ import time
 from typing import Any
 
 import pytest
-from undobench_gym.envs.git.fixture import build_fixture, commit
-from undobench_gym.envs.git.gitcli import git_env, path_problem, ref_name_problem
-from undobench_gym.envs.git.repos import Repo, snapshot
-from undobench_gym.envs.git.service import DOMAIN
-from undobench_gym.envs.git.workflows import WORKFLOWS
 
-from undobench_gym.specs import Boundary, WorkflowSpec
+from undobench_gym.contract.specs import Boundary, WorkflowSpec
+from undobench_gym.services.domains.git.fixture import build_fixture, commit
+from undobench_gym.services.domains.git.gitcli import git_env, path_problem, ref_name_problem
+from undobench_gym.services.domains.git.repos import Repo, snapshot
+from undobench_gym.services.domains.git.service import DOMAIN
+from undobench_gym.services.domains.git.workflows import WORKFLOWS
 
 from .service_harness import (
     MALFORMED_JSON,

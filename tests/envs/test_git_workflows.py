@@ -8,10 +8,11 @@ for is not. In-process, with the benchmark's own oracle."""
 from __future__ import annotations
 
 import pytest
-from undobench_gym.envs.git.fixture import build_fixture
-from undobench_gym.envs.git.repos import Repo
-from undobench_gym.envs.git.service import DOMAIN
-from undobench_gym.envs.git.workflows import WORKFLOWS
+
+from undobench_gym.services.domains.git.fixture import build_fixture
+from undobench_gym.services.domains.git.repos import Repo
+from undobench_gym.services.domains.git.service import DOMAIN
+from undobench_gym.services.domains.git.workflows import WORKFLOWS
 
 from .service_harness import ServiceClient, params_for, run_gold_plan, step_args
 from .workflow_harness import (

@@ -10,9 +10,10 @@ from collections import Counter
 from typing import Any
 
 import pytest
-from undobench_gym.envs.messaging.fixture import EPOCH_TEXT, build_fixture
-from undobench_gym.envs.messaging.service import DOMAIN
-from undobench_gym.envs.messaging.workflows import WORKFLOWS
+
+from undobench_gym.services.domains.messaging.fixture import EPOCH_TEXT, build_fixture
+from undobench_gym.services.domains.messaging.service import DOMAIN
+from undobench_gym.services.domains.messaging.workflows import WORKFLOWS
 
 from .service_harness import SEED, ServiceClient, failed_invariants, params_for, run_gold_plan
 from .workflow_harness import (

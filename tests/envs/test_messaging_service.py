@@ -13,13 +13,13 @@ from urllib.parse import urlsplit
 
 import httpx
 import pytest
-from undobench_gym.envs.messaging import webhooks
-from undobench_gym.envs.messaging.batches import CRASH_MID_BATCH
-from undobench_gym.envs.messaging.fixture import build_fixture
-from undobench_gym.envs.messaging.service import DOMAIN
-from undobench_gym.envs.messaging.workflows import WORKFLOWS
 
-from undobench_gym.specs import WorkflowSpec
+from undobench_gym.contract.specs import WorkflowSpec
+from undobench_gym.services.domains.messaging import webhooks
+from undobench_gym.services.domains.messaging.batches import CRASH_MID_BATCH
+from undobench_gym.services.domains.messaging.fixture import build_fixture
+from undobench_gym.services.domains.messaging.service import DOMAIN
+from undobench_gym.services.domains.messaging.workflows import WORKFLOWS
 
 from .service_harness import (
     KEY_HEADER,
@@ -421,7 +421,7 @@ def live(tmp_path: Path) -> Iterator[tuple[str, str]]:
         [
             sys.executable,
             "-m",
-            "undobench_gym.envs._service.server",
+            "undobench_gym.services.domains._service.server",
             "--domain",
             "messaging",
             "--data-dir",

@@ -10,13 +10,13 @@ from __future__ import annotations
 from typing import Any
 
 import pytest
-from undobench_gym.envs._service.kit import seeded_id
-from undobench_gym.envs.messaging.batches import CRASH_MID_BATCH
-from undobench_gym.envs.messaging.fixture import build_fixture
-from undobench_gym.envs.messaging.service import DOMAIN
-from undobench_gym.envs.messaging.workflows import WORKFLOWS
 
-from undobench_gym.specs import Boundary
+from undobench_gym.contract.specs import Boundary
+from undobench_gym.services.domains._service.kit import seeded_id
+from undobench_gym.services.domains.messaging.batches import CRASH_MID_BATCH
+from undobench_gym.services.domains.messaging.fixture import build_fixture
+from undobench_gym.services.domains.messaging.service import DOMAIN
+from undobench_gym.services.domains.messaging.workflows import WORKFLOWS
 
 from .service_harness import SEED, ServiceClient, params_for, step_args
 from .workflow_harness import (

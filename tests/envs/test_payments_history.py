@@ -9,7 +9,8 @@ from __future__ import annotations
 from collections import Counter
 
 import pytest
-from undobench_gym.envs.payments.fixture import (
+
+from undobench_gym.services.domains.payments.fixture import (
     OPENING,
     PLANS,
     WIRE_FEE,
@@ -17,8 +18,8 @@ from undobench_gym.envs.payments.fixture import (
     fx_rate,
     quote_id,
 )
-from undobench_gym.envs.payments.service import DOMAIN
-from undobench_gym.envs.payments.workflows import WORKFLOWS
+from undobench_gym.services.domains.payments.service import DOMAIN
+from undobench_gym.services.domains.payments.workflows import WORKFLOWS
 
 from .service_harness import ServiceClient, params_for
 from .workflow_harness import CLOCK, assert_service_seeds_fixture, by_id

@@ -9,8 +9,9 @@ from typing import Any
 import pytest
 from httpx import Response
 from sqlalchemy.orm import Session
-from undobench_gym.envs._service.db import IdempotencyRecord, canonical_json
-from undobench_gym.envs.payments.service import DOMAIN
+
+from undobench_gym.services.domains._service.db import IdempotencyRecord, canonical_json
+from undobench_gym.services.domains.payments.service import DOMAIN
 
 from .service_harness import KEY_HEADER, ServiceClient, assert_rejected, unchanged
 

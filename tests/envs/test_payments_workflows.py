@@ -9,10 +9,10 @@ from __future__ import annotations
 from typing import Any
 
 import pytest
-from undobench_gym.envs.payments.service import DOMAIN
-from undobench_gym.envs.payments.workflows import WORKFLOWS
 
-from undobench_gym.specs import fill
+from undobench_gym.contract.specs import fill
+from undobench_gym.services.domains.payments.service import DOMAIN
+from undobench_gym.services.domains.payments.workflows import WORKFLOWS
 
 from .service_harness import (
     ServiceClient,
@@ -197,7 +197,7 @@ def test_new_payout_after_crash_is_a_duplicate(svc: ServiceClient) -> None:
 def test_allowed_effects_are_recovery_routes_only() -> None:
     """Only a route that finishes a half-done composite may be allowed; never a
     compensation the task did not ask for."""
-    from undobench_gym.catalog import domain
+    from undobench_gym.core.catalog import domain
 
     tools = {t.op: t for t in domain("payments").tools.values() if t.op}
     for wf in WORKFLOWS:

@@ -7,12 +7,12 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from undobench_gym.envs.git import repos as git_repos
-from undobench_gym.envs.git import views as git_views
-from undobench_gym.envs.git.repos import Repo, snapshot
-from undobench_gym.envs.git.service import DOMAIN as GIT
 
-from undobench_gym.catalog import all_workflows
+from undobench_gym.core.catalog import all_workflows
+from undobench_gym.services.domains.git import repos as git_repos
+from undobench_gym.services.domains.git import views as git_views
+from undobench_gym.services.domains.git.repos import Repo, snapshot
+from undobench_gym.services.domains.git.service import DOMAIN as GIT
 
 from .service_harness import ServiceClient, params_for, run_gold_plan
 from .test_payments_service import DOMAIN as PAYMENTS
@@ -21,7 +21,7 @@ DOMAINS = sorted({wf.domain for wf in all_workflows()})
 
 
 def _service(name: str) -> Any:
-    from undobench_gym.envs._service.server import load_domain
+    from undobench_gym.services.domains._service.server import load_domain
 
     return load_domain(name)
 
@@ -119,7 +119,7 @@ def test_a_commit_view_from_the_cache_needs_the_commit_present(tmp_path: Path) -
 def test_a_git_reset_copies_only_the_repositories_that_changed(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    from undobench_gym.envs.git import seeding
+    from undobench_gym.services.domains.git import seeding
 
     copied: list[str] = []
     real = seeding._copy_repository

@@ -12,7 +12,8 @@ from collections import defaultdict
 from typing import Any
 
 import pytest
-from undobench_gym.envs.storage.fixture import (
+
+from undobench_gym.services.domains.storage.fixture import (
     BROKEN_TIMEOUT_MS,
     CHANGELOG,
     HISTORY_INCIDENTS_BELOW,
@@ -26,8 +27,8 @@ from undobench_gym.envs.storage.fixture import (
     multipart_etag,
     versions_of,
 )
-from undobench_gym.envs.storage.service import DOMAIN
-from undobench_gym.envs.storage.workflows import WORKFLOWS
+from undobench_gym.services.domains.storage.service import DOMAIN
+from undobench_gym.services.domains.storage.workflows import WORKFLOWS
 
 from .service_harness import GOLD_SEEDS, ServiceClient
 from .workflow_harness import (

@@ -10,14 +10,19 @@ import re
 from typing import Any
 
 import pytest
-from undobench_gym.envs._service.context import CRASH_HEADER
-from undobench_gym.envs.storage.blobs import multipart_etag
-from undobench_gym.envs.storage.composite import CRASH_AFTER_PARTS
-from undobench_gym.envs.storage.fixture import bucket_for, build_fixture, current, versions_of
-from undobench_gym.envs.storage.service import DOMAIN
-from undobench_gym.envs.storage.workflows import WORKFLOWS
 
-from undobench_gym.specs import Boundary, WorkflowSpec
+from undobench_gym.contract.specs import Boundary, WorkflowSpec
+from undobench_gym.services.domains._service.context import CRASH_HEADER
+from undobench_gym.services.domains.storage.blobs import multipart_etag
+from undobench_gym.services.domains.storage.composite import CRASH_AFTER_PARTS
+from undobench_gym.services.domains.storage.fixture import (
+    bucket_for,
+    build_fixture,
+    current,
+    versions_of,
+)
+from undobench_gym.services.domains.storage.service import DOMAIN
+from undobench_gym.services.domains.storage.workflows import WORKFLOWS
 
 from .service_harness import (
     MALFORMED_JSON,

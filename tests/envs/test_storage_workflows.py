@@ -10,11 +10,11 @@ from __future__ import annotations
 from collections.abc import Callable
 
 import pytest
-from undobench_gym.envs.storage.composite import CRASH_AFTER_PARTS
-from undobench_gym.envs.storage.service import DOMAIN
-from undobench_gym.envs.storage.workflows import WORKFLOWS
 
-from undobench_gym.specs import Verdict
+from undobench_gym.contract.specs import Verdict
+from undobench_gym.services.domains.storage.composite import CRASH_AFTER_PARTS
+from undobench_gym.services.domains.storage.service import DOMAIN
+from undobench_gym.services.domains.storage.workflows import WORKFLOWS
 
 from .service_harness import ServiceClient, params_for, step_args
 from .workflow_harness import (

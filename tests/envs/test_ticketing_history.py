@@ -10,13 +10,14 @@ from collections import Counter
 from typing import Any
 
 import pytest
-from undobench_gym.envs.ticketing.fixture import (
+
+from undobench_gym.services.domains.ticketing.fixture import (
     EPOCH_TEXT,
     build_fixture,
     level_responders,
     more_severe,
 )
-from undobench_gym.envs.ticketing.service import DOMAIN
+from undobench_gym.services.domains.ticketing.service import DOMAIN
 
 from .service_harness import SEED, ServiceClient, params_for, run_gold_plan
 from .workflow_harness import (

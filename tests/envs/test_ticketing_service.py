@@ -7,12 +7,16 @@ import json
 from typing import Any
 
 import pytest
-from undobench_gym.envs._service.context import CRASH_HEADER
-from undobench_gym.envs.ticketing.fixture import LEVEL_SIZES, build_fixture, level_responders
-from undobench_gym.envs.ticketing.service import DOMAIN
-from undobench_gym.envs.ticketing.workflows import WORKFLOWS
 
-from undobench_gym.specs import Boundary, WorkflowSpec
+from undobench_gym.contract.specs import Boundary, WorkflowSpec
+from undobench_gym.services.domains._service.context import CRASH_HEADER
+from undobench_gym.services.domains.ticketing.fixture import (
+    LEVEL_SIZES,
+    build_fixture,
+    level_responders,
+)
+from undobench_gym.services.domains.ticketing.service import DOMAIN
+from undobench_gym.services.domains.ticketing.workflows import WORKFLOWS
 
 from .service_harness import (
     MALFORMED_JSON,

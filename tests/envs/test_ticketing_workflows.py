@@ -10,11 +10,11 @@ from __future__ import annotations
 from typing import Any
 
 import pytest
-from undobench_gym.envs.ticketing.fixture import build_fixture, level_responders
-from undobench_gym.envs.ticketing.service import DOMAIN
-from undobench_gym.envs.ticketing.workflows import WORKFLOWS
 
-from undobench_gym.catalog import domain
+from undobench_gym.core.catalog import domain
+from undobench_gym.services.domains.ticketing.fixture import build_fixture, level_responders
+from undobench_gym.services.domains.ticketing.service import DOMAIN
+from undobench_gym.services.domains.ticketing.workflows import WORKFLOWS
 
 from .service_harness import ServiceClient, params_for, run_gold_plan, step_args
 from .workflow_harness import (

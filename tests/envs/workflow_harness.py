@@ -29,12 +29,12 @@ from typing import Any, ClassVar
 from urllib.parse import urlsplit
 
 import pytest
-from undobench_gym.agents.scripted import resolve_refs
-from undobench_gym.envs._service.context import EPOCH
 
-from undobench_gym.catalog import domain
-from undobench_gym.oracles import evaluate
-from undobench_gym.specs import Boundary, Verdict, WorkflowSpec, fill
+from undobench_gym.agents.scripted import resolve_refs
+from undobench_gym.contract.specs import Boundary, Verdict, WorkflowSpec, fill
+from undobench_gym.core.catalog import domain
+from undobench_gym.core.oracles import evaluate
+from undobench_gym.services.domains._service.context import EPOCH
 
 from .service_harness import (
     GOLD_SEEDS,
@@ -501,7 +501,7 @@ def _references(value: Any) -> set[int]:
 
 def deliver_webhooks_in_process(svc: ServiceClient, monkeypatch: pytest.MonkeyPatch) -> None:
     """Hand the messaging service's webhook deliveries to its own admin app's receiver."""
-    from undobench_gym.envs.messaging import webhooks
+    from undobench_gym.services.domains.messaging import webhooks
 
     svc.ctx.ports = {"public": 1, "admin": 2}
 

@@ -8,11 +8,11 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from undobench_gym.evaluation.audits import audit_fired, audit_prefix, audit_wire, check_episode
 
-from undobench_gym.cli import main
-from undobench_gym.runner import expand, run_sweep
-from undobench_gym.trials import TrialWriter
+from undobench_gym.core.trials import TrialWriter
+from undobench_gym.evaluation.audits import audit_fired, audit_prefix, audit_wire, check_episode
+from undobench_gym.harness.cli import main
+from undobench_gym.harness.runner import expand, run_sweep
 
 from .factories import episode, trial
 
@@ -171,9 +171,8 @@ def test_audits_pass_on_a_real_run(real_run: Path, capsys: pytest.CaptureFixture
 
 def test_metrics_on_the_real_run_records(real_run: Path) -> None:
     """The env's own records: faults as planned, mechanisms, aware and abstention."""
+    from undobench_gym.core.trials import read_trials
     from undobench_gym.evaluation.summary import summarize
-
-    from undobench_gym.trials import read_trials
 
     trials = read_trials(real_run / "trials.jsonl")
     s = summarize(trials)
@@ -202,7 +201,7 @@ def test_metrics_on_the_real_run_records(real_run: Path) -> None:
 def test_audit_exit_code_on_a_problem(
     real_run: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
-    from undobench_gym.trials import read_trials
+    from undobench_gym.core.trials import read_trials
 
     trials = read_trials(real_run / "trials.jsonl")
     broken = copy.deepcopy(trials[0])
@@ -219,7 +218,7 @@ def test_audit_exit_code_on_a_problem(
 def test_inspect_shows_both_transcripts_and_the_fault(
     real_run: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
-    from undobench_gym.trials import read_trials
+    from undobench_gym.core.trials import read_trials
 
     pair = next(
         t

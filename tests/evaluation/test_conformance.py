@@ -8,11 +8,11 @@ import warnings
 from typing import Any
 
 import pytest
+
+from undobench_gym.contract.specs import fill
+from undobench_gym.core.catalog import all_workflows, domain, find_workflow
 from undobench_gym.evaluation import perturb as pt
 from undobench_gym.evaluation.conformance import EXPECTED_FAILURES, run_conformance
-
-from undobench_gym.catalog import all_workflows, domain, find_workflow
-from undobench_gym.specs import fill
 
 
 def _ctx(workflow: str, seed: int = 1) -> pt.Context:

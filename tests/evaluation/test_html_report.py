@@ -17,13 +17,13 @@ from typing import Any
 
 import httpx
 import pytest
+
 from undobench_gym.evaluation.html import REPORT_FILE, render_html
 from undobench_gym.evaluation.html.pairs import ROW_COLUMNS, pair_detail, table_row
 from undobench_gym.evaluation.report import write_reports
 from undobench_gym.evaluation.summary import summarize
-
-from undobench_gym.cli import main
-from undobench_gym.cli.view import make_server
+from undobench_gym.harness.cli import main
+from undobench_gym.harness.cli.view import make_server
 
 from .factories import episode, trial
 
@@ -177,7 +177,7 @@ def test_view_writes_the_report_prints_the_url_and_stops_on_ctrl_c(
 ) -> None:
     (tmp_path / "trials.jsonl").write_text(json.dumps(lost_ack) + "\n")
     proc = subprocess.Popen(
-        [sys.executable, "-m", "undobench_gym.cli", "view", str(tmp_path)],
+        [sys.executable, "-m", "undobench_gym.harness.cli", "view", str(tmp_path)],
         stdout=subprocess.PIPE,
         stderr=subprocess.PIPE,
         text=True,

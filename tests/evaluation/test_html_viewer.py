@@ -20,6 +20,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+
 from undobench_gym.evaluation.html.pairs import harms_of
 
 from .browser import browser, require_browser
@@ -38,7 +39,7 @@ SWEEP = [
 
 
 def _cli(*args: str) -> None:
-    cmd = [sys.executable, "-m", "undobench_gym.cli", *args]
+    cmd = [sys.executable, "-m", "undobench_gym.harness.cli", *args]
     done = subprocess.run(cmd, capture_output=True, text=True, timeout=240)
     assert done.returncode == 0, done.stderr[-2000:]
 

@@ -5,6 +5,7 @@ from __future__ import annotations
 from typing import Any
 
 import pytest
+
 from undobench_gym.evaluation.metrics import metrics, pass_k
 from undobench_gym.evaluation.outcomes import unobserved_mutations
 

@@ -6,13 +6,13 @@ import json
 from pathlib import Path
 
 import pytest
+
+from undobench_gym.contract.errors import UndoBenchError
+from undobench_gym.core.trials import read_trials
 from undobench_gym.evaluation.metrics import metrics
 from undobench_gym.evaluation.reference import import_reference, iter_records
 from undobench_gym.evaluation.summary import summarize
-
-from undobench_gym.cli import main
-from undobench_gym.errors import UndoBenchError
-from undobench_gym.trials import read_trials
+from undobench_gym.harness.cli import main
 
 FIXTURES = Path(__file__).parent / "fixtures"
 STUDY = FIXTURES / "reference" / "mini_study"

@@ -1,4 +1,4 @@
-"""Unit tests for undobench_gym/evaluation/report.py and undobench_gym/trials.py (files only)."""
+"""Unit tests for the reports (`evaluation.report`) and trial files (`core.trials`), files only."""
 
 from __future__ import annotations
 
@@ -8,12 +8,12 @@ from pathlib import Path
 
 import pytest
 
-from undobench_gym.cli import main
+from undobench_gym.core.trials import TrialWriter, read_trials
 from undobench_gym.evaluation.metrics import CONDITIONED, INDICATORS, SENSITIVITY_METRICS
 from undobench_gym.evaluation.plots import PLOTS
 from undobench_gym.evaluation.report import EXTRA_COLUMNS, LONG_COLUMNS, write_reports
 from undobench_gym.evaluation.summary import summarize
-from undobench_gym.trials import TrialWriter, read_trials
+from undobench_gym.harness.cli import main
 
 from .factories import episode, legacy, method_arm, outcome, trial
 

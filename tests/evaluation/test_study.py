@@ -9,17 +9,19 @@ import shutil
 from pathlib import Path
 
 import pytest
+
+from undobench_gym.contract.errors import UndoBenchError
 from undobench_gym.evaluation.study.document import fill
 from undobench_gym.evaluation.study.paper import paper_figures
 from undobench_gym.evaluation.study.render import MEASURED, PartRun
 from undobench_gym.evaluation.study.spec import load_study
 from undobench_gym.evaluation.study.tables import num, rate_text
 from undobench_gym.evaluation.units import effective_text
+from undobench_gym.harness.cli import main
 
-from undobench_gym.cli import main
-from undobench_gym.errors import UndoBenchError
-
-REFERENCE = Path(__file__).resolve().parents[3] / "shared" / "reference-data" / "undobench-v1"
+REFERENCE = (
+    Path(__file__).resolve().parents[2] / "studies" / "paper-rerun" / "reference" / "undobench-v1"
+)
 SWEEP = """
 workflows = ["pay-split-payout", "st-publish-build-artifact"]
 methods = ["bare", "B2"]

@@ -6,6 +6,7 @@ from __future__ import annotations
 from pathlib import Path
 
 import pytest
+
 from undobench_gym.evaluation.study import model_part
 from undobench_gym.evaluation.study.spec import Part
 

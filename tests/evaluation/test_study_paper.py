@@ -11,6 +11,8 @@ import re
 from pathlib import Path
 
 import pytest
+
+from undobench_gym.core.trials import TrialWriter
 from undobench_gym.evaluation.reference import headline
 from undobench_gym.evaluation.study import comparison
 from undobench_gym.evaluation.study.document import render_study
@@ -19,11 +21,11 @@ from undobench_gym.evaluation.study.paper import paper_figures
 from undobench_gym.evaluation.study.spec import load_study
 from undobench_gym.evaluation.study.tables import rate_text
 
-from undobench_gym.trials import TrialWriter
-
 from .factories import episode, outcome, trial
 
-REFERENCE = Path(__file__).resolve().parents[3] / "shared" / "reference-data" / "undobench-v1"
+REFERENCE = (
+    Path(__file__).resolve().parents[2] / "studies" / "paper-rerun" / "reference" / "undobench-v1"
+)
 needs_reference = pytest.mark.skipif(
     not REFERENCE.is_dir(), reason="the published reference data is not here"
 )

@@ -16,13 +16,12 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
+import undobench_gym  # noqa: F401 - registers the env ids
 from undobench_gym.agents.methods import METHODS, server_idempotency_for, wrap
 from undobench_gym.agents.scripted import ScriptedAgent
-
-import undobench_gym  # noqa: F401 - registers the env ids
-from undobench_gym.catalog import all_workflows
-from undobench_gym.env import UndoBenchEnv
-from undobench_gym.pairing import run_episode
+from undobench_gym.core.catalog import all_workflows
+from undobench_gym.core.env import UndoBenchEnv
+from undobench_gym.core.pairing import run_episode
 
 FILE = Path(__file__).with_name("episodes.json")
 SEED = 5

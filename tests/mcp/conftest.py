@@ -14,8 +14,8 @@ from typing import Any
 
 import pytest
 
-from undobench_gym.catalog import domain, find_workflow
-from undobench_gym.specs import fill
+from undobench_gym.contract.specs import fill
+from undobench_gym.core.catalog import domain, find_workflow
 
 from ..doubles.fake_llm_server import FakeServer, gold_plan
 
@@ -59,8 +59,8 @@ def use_gold(server: FakeServer, workflows: list[str]) -> FakeServer:
 #: What this package's tests start: agent programs, `undobench mcp`, the test scripts.
 MARKERS = (
     "undobench_gym.agents.mcp",
-    "undobench_gym.cli mcp",
-    "undobench_gym.mcp.relay",
+    "undobench_gym.harness.cli mcp",
+    "undobench_gym.core.mcp.relay",
     "agent.py",
 )
 THREADS = ("mcp-http", "mcp-control", "mcp-agent")

@@ -12,9 +12,9 @@ import pytest
 
 pytest.importorskip("mcp", reason="pip install -e '.[mcp]'")
 
-from undobench_gym.mcp.bridge import FINISHED, RAW, RAW_ACTION, Bridge
-from undobench_gym.mcp.sdk import wire
-from undobench_gym.mcp.tools import result_text
+from undobench_gym.core.mcp.bridge import FINISHED, RAW, RAW_ACTION, Bridge
+from undobench_gym.core.mcp.sdk import wire
+from undobench_gym.core.mcp.tools import result_text
 
 
 def is_error(result: Any) -> bool:

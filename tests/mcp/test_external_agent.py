@@ -22,13 +22,12 @@ pytest.importorskip("mcp", reason="pip install -e '.[mcp]'")
 from undobench_gym.agents.factory import make_agent
 from undobench_gym.agents.mcp.command import CommandLauncher
 from undobench_gym.agents.mcp.episode import EpisodeContext, McpAgent
-
-from undobench_gym.catalog import find_workflow
-from undobench_gym.errors import ProviderUnavailable, UndoBenchError
-from undobench_gym.executors.worker import GuardedAgent
-from undobench_gym.pairing import run_episode, run_pair
-from undobench_gym.runner import expand, run_sweep
-from undobench_gym.trials import read_trials
+from undobench_gym.contract.errors import ProviderUnavailable, UndoBenchError
+from undobench_gym.core.catalog import find_workflow
+from undobench_gym.core.pairing import run_episode, run_pair
+from undobench_gym.core.trials import read_trials
+from undobench_gym.harness.executors.worker import GuardedAgent
+from undobench_gym.harness.runner import expand, run_sweep
 
 from ..doubles.fake_llm_server import failing
 from .conftest import use_gold

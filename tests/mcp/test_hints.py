@@ -13,9 +13,8 @@ import pytest
 pytest.importorskip("mcp", reason="pip install -e '.[mcp]'")
 
 from undobench_gym.evaluation.hints import hint_contrasts
-
-from undobench_gym.cli import main
-from undobench_gym.cli.run import mcp_arms
+from undobench_gym.harness.cli import main
+from undobench_gym.harness.cli.run import mcp_arms
 
 from .conftest import use_gold
 

@@ -13,11 +13,11 @@ import pytest
 
 pytest.importorskip("mcp", reason="pip install -e '.[mcp]'")
 
-from undobench_gym.catalog import domain, find_workflow
-from undobench_gym.mcp.host import EpisodeHost
-from undobench_gym.mcp.sdk import memory_session
-from undobench_gym.mcp.server import build_server
-from undobench_gym.specs import fill
+from undobench_gym.contract.specs import fill
+from undobench_gym.core.catalog import domain, find_workflow
+from undobench_gym.core.mcp.host import EpisodeHost
+from undobench_gym.core.mcp.sdk import memory_session
+from undobench_gym.core.mcp.server import build_server
 
 WF = find_workflow("pay-charge-customer")
 

@@ -14,11 +14,10 @@ pytest.importorskip("mcp", reason="pip install -e '.[mcp]'")
 
 from undobench_gym.agents.factory import make_agent
 from undobench_gym.agents.llm.base import LLMConfig
-
-from undobench_gym.catalog import find_workflow
-from undobench_gym.errors import ProviderUnavailable, UndoBenchError
-from undobench_gym.executors.worker import GuardedAgent
-from undobench_gym.pairing import run_episode, run_pair
+from undobench_gym.contract.errors import ProviderUnavailable, UndoBenchError
+from undobench_gym.core.catalog import find_workflow
+from undobench_gym.core.pairing import run_episode, run_pair
+from undobench_gym.harness.executors.worker import GuardedAgent
 
 from ..doubles.fake_llm_server import failing, gold_plan, malformed
 from .conftest import plans

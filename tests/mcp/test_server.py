@@ -23,13 +23,13 @@ pytest.importorskip("mcp", reason="pip install -e '.[mcp]'")
 from mcp import ClientSession, StdioServerParameters
 from mcp.client.stdio import stdio_client
 
-from undobench_gym.catalog import domain, find_workflow
-from undobench_gym.mcp.sdk import http_streams, wire
-from undobench_gym.specs import fill
+from undobench_gym.contract.specs import fill
+from undobench_gym.core.catalog import domain, find_workflow
+from undobench_gym.core.mcp.sdk import http_streams, wire
 
 WF = find_workflow("pay-charge-customer")
 SEED = 1
-BASE = ["-m", "undobench_gym.cli", "mcp", "--domain", "Payments", "--workflow", WF.id]
+BASE = ["-m", "undobench_gym.harness.cli", "mcp", "--domain", "Payments", "--workflow", WF.id]
 
 
 def plan(seed: int = SEED) -> list[dict[str, Any]]:
@@ -202,7 +202,8 @@ def test_a_desktop_client_sees_the_tools_with_no_option_given(tmp_path: Path) ->
     """`undobench mcp --domain payments` alone serves a default episode (the domain's first
     TEST workflow, seed 1, no fault): the tools with their hints, a read, and `finish`."""
     params = StdioServerParameters(
-        command=sys.executable, args=["-m", "undobench_gym.cli", "mcp", "--domain", "payments"]
+        command=sys.executable,
+        args=["-m", "undobench_gym.harness.cli", "mcp", "--domain", "payments"],
     )
     wf = find_workflow("pay-split-payout")
 

@@ -8,13 +8,13 @@ from pathlib import Path
 
 import pytest
 from fastapi.testclient import TestClient
-from undobench_gym.envs._service.app import create_apps
-from undobench_gym.envs._service.context import ServiceContext
-from undobench_gym.envs._service.server import load_domain
-from undobench_gym.proxies.control import create_control_app
-from undobench_gym.proxies.state import EpisodeState
 
-from undobench_gym.stack_auth import auth_headers, authorized, new_token
+from undobench_gym.contract.stack_auth import auth_headers, authorized, new_token
+from undobench_gym.services.domains._service.app import create_apps
+from undobench_gym.services.domains._service.context import ServiceContext
+from undobench_gym.services.domains._service.server import load_domain
+from undobench_gym.services.proxy.control import create_control_app
+from undobench_gym.services.proxy.state import EpisodeState
 
 TOKEN = new_token()
 WRONG = [

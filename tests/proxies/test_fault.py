@@ -10,11 +10,12 @@ import pytest
 from mitmproxy import http
 from mitmproxy.flow import Error
 from mitmproxy.test import taddons, tflow
-from undobench_gym.proxies.fault import FaultInjector
-from undobench_gym.proxies.guard import HeaderGuard
-from undobench_gym.proxies.routing import Router
-from undobench_gym.proxies.state import CRASH_HEADER, EpisodeState, FaultPlan
-from undobench_gym.proxies.wire import CallCounter, WireCapture
+
+from undobench_gym.services.proxy.fault import FaultInjector
+from undobench_gym.services.proxy.guard import HeaderGuard
+from undobench_gym.services.proxy.routing import Router
+from undobench_gym.services.proxy.state import CRASH_HEADER, EpisodeState, FaultPlan
+from undobench_gym.services.proxy.wire import CallCounter, WireCapture
 
 TOOLS = [
     {"name": "create_charge", "method": "POST", "path": "/payments/v1/charges"},

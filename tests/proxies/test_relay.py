@@ -9,7 +9,8 @@ from mitmproxy.proxy import commands, events
 from mitmproxy.proxy.context import Context
 from mitmproxy.proxy.layers.tcp import TCPLayer, TcpMessageHook
 from mitmproxy.test import tflow
-from undobench_gym.proxies.relay import RelayTrim
+
+from undobench_gym.services.proxy.relay import RelayTrim
 
 
 def test_keeps_only_the_message_in_flight() -> None:

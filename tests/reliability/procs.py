@@ -15,8 +15,8 @@ from collections.abc import Iterable
 from dataclasses import dataclass
 from pathlib import Path
 
-SERVICE_MARK = "undobench_gym.envs._service.server"
-PROXY_MARK = "undobench_gym.proxies.launch"
+SERVICE_MARK = "undobench_gym.services.domains._service.server"
+PROXY_MARK = "undobench_gym.services.proxy.launch"
 WORKER_MARK = "spawn_main"  # a multiprocessing "spawn" child: a sweep's worker process
 _CLK_TCK = os.sysconf("SC_CLK_TCK")
 _LISTEN = "0A"

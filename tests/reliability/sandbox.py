@@ -15,7 +15,7 @@ import tempfile
 from collections.abc import Iterator
 from pathlib import Path
 
-from undobench_gym.runtime.process import OWNER_FILE
+from undobench_gym.core.runtime.process import OWNER_FILE
 
 from .strategies import MARK
 

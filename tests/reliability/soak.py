@@ -18,10 +18,9 @@ from typing import Any
 
 from undobench_gym.agents.methods import wrap
 from undobench_gym.agents.scripted import ScriptedAgent
-
-from undobench_gym.catalog import domain as catalog_domain
-from undobench_gym.env import UndoBenchEnv
-from undobench_gym.pairing import run_episode
+from undobench_gym.core.catalog import domain as catalog_domain
+from undobench_gym.core.env import UndoBenchEnv
+from undobench_gym.core.pairing import run_episode
 
 from . import procs
 
@@ -42,7 +41,7 @@ class Sample:
 
 def docker_counts(stack_id: str) -> dict[str, int]:
     """Containers, networks and volumes labelled with this stack's id."""
-    from undobench_gym.runtime.images import docker_client
+    from undobench_gym.core.runtime.images import docker_client
 
     client = docker_client()
     flt = {"label": [f"io.undobench.stack={stack_id}"]}

@@ -22,15 +22,15 @@ import httpx
 import pytest
 import uvicorn
 from fastapi.testclient import TestClient
-from undobench_gym.agents.scripted import ScriptedAgent
-from undobench_gym.envs._service import mutation
-from undobench_gym.envs._service.app import create_apps
-from undobench_gym.envs._service.context import ServiceContext
-from undobench_gym.envs._service.server import load_domain
 
-from undobench_gym.env import UndoBenchEnv
-from undobench_gym.pairing import run_episode
-from undobench_gym.runtime.process import free_port, proxy_command
+from undobench_gym.agents.scripted import ScriptedAgent
+from undobench_gym.core.env import UndoBenchEnv
+from undobench_gym.core.pairing import run_episode
+from undobench_gym.core.runtime.process import free_port, proxy_command
+from undobench_gym.services.domains._service import mutation
+from undobench_gym.services.domains._service.app import create_apps
+from undobench_gym.services.domains._service.context import ServiceContext
+from undobench_gym.services.domains._service.server import load_domain
 
 from .conftest import Figures
 from .procs import kill, wait_gone

@@ -22,8 +22,8 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 import undobench_gym  # noqa: F401 - registers the env ids
-from undobench_gym.env import UndoBenchEnv
-from undobench_gym.registration import ENV_IDS
+from undobench_gym.core.env import UndoBenchEnv
+from undobench_gym.core.registration import ENV_IDS
 
 from .conftest import Figures
 from .sandbox import files_under, marked_files, sandboxed, unexpected_files

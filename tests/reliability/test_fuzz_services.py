@@ -22,10 +22,11 @@ from fastapi import FastAPI
 from fastapi.testclient import TestClient
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
-from undobench_gym.envs import DOMAIN_MODULES
-from undobench_gym.envs._service.app import create_apps
-from undobench_gym.envs._service.context import ServiceContext
-from undobench_gym.envs._service.server import load_domain
+
+from undobench_gym.services.domains import DOMAIN_MODULES
+from undobench_gym.services.domains._service.app import create_apps
+from undobench_gym.services.domains._service.context import ServiceContext
+from undobench_gym.services.domains._service.server import load_domain
 
 from .conftest import Figures
 from .strategies import (

@@ -16,13 +16,13 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from undobench_gym.agents.scripted import ScriptedAgent
 
-from undobench_gym.env import UndoBenchEnv
-from undobench_gym.pairing import run_episode
-from undobench_gym.runner import TrialSpec, expand, run_sweep
-from undobench_gym.runtime.process import ProcessRuntime
-from undobench_gym.trials import read_trials
+from undobench_gym.agents.scripted import ScriptedAgent
+from undobench_gym.core.env import UndoBenchEnv
+from undobench_gym.core.pairing import run_episode
+from undobench_gym.core.runtime.process import ProcessRuntime
+from undobench_gym.core.trials import read_trials
+from undobench_gym.harness.runner import TrialSpec, expand, run_sweep
 
 from .chaos import KillingAgent, RandomKiller
 from .conftest import Figures
@@ -200,7 +200,7 @@ def test_docker_sweep_survives_random_container_kills(
     """The same sweep on the docker runtime, with the main process of a random service or
     proxy container SIGKILLed every few seconds (an unplanned exit: the runtime restarts the
     container and the env voids the episode, so the pair is retried)."""
-    from undobench_gym.runtime.docker import DockerRuntime
+    from undobench_gym.core.runtime.docker import DockerRuntime
 
     from .soak import docker_counts
 

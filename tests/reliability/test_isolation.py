@@ -18,9 +18,9 @@ from typing import Any
 
 import httpx
 import pytest
-from undobench_gym.envs import DOMAIN_MODULES
 
-from undobench_gym.catalog import all_workflows
+from undobench_gym.core.catalog import all_workflows
+from undobench_gym.services.domains import DOMAIN_MODULES
 
 from .conftest import Figures
 
@@ -127,7 +127,7 @@ def test_client_crash_header_is_ignored_end_to_end(
 
 @pytest.fixture(scope="module")
 def two_stacks() -> Any:
-    from undobench_gym.runtime.docker import DockerRuntime
+    from undobench_gym.core.runtime.docker import DockerRuntime
 
     stacks = [DockerRuntime("payments"), DockerRuntime("database")]
     try:

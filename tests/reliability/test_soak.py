@@ -52,7 +52,7 @@ def test_soak_docker_runtime(figures: Figures) -> None:
 def test_docker_admin_relay_does_not_keep_what_it_relayed() -> None:
     import httpx
 
-    from undobench_gym.runtime.docker import DockerRuntime
+    from undobench_gym.core.runtime.docker import DockerRuntime
 
     from .procs import rss_kib
 

@@ -1,4 +1,4 @@
-"""A sweep driver (`python -m undobench_gym.cli run`) interrupted by SIGINT, SIGTERM or
+"""A sweep driver (`python -m undobench_gym.harness.cli run`) interrupted by SIGINT, SIGTERM or
 SIGKILL.
 
 After the signal no service, proxy or worker of the driver may still run (checked by pid:
@@ -19,7 +19,7 @@ from typing import Any
 
 import pytest
 
-from undobench_gym.runner import expand
+from undobench_gym.harness.runner import expand
 
 from .conftest import Figures
 from .procs import Proc, stack_processes, wait_gone
@@ -38,7 +38,7 @@ def start(out: Path, workers: int, resume: bool = False) -> subprocess.Popen[byt
     cmd = [
         sys.executable,
         "-m",
-        "undobench_gym.cli",
+        "undobench_gym.harness.cli",
         "run",
         "--workflows",
         WORKFLOW,

@@ -8,12 +8,12 @@ from typing import Any
 
 import gymnasium as gym
 import pytest
-from undobench_gym.agents.recovery.verify import VerifyBeforeRetry
-from undobench_gym.agents.scripted import ScriptedAgent
 
 import undobench_gym  # noqa: F401  (registers the envs)
-from undobench_gym.rl import UndoBenchEnvFactory
-from undobench_gym.rl.demos import CLOSING, Demo, record_demos, tool_schemas
+from undobench_gym.agents.recovery.verify import VerifyBeforeRetry
+from undobench_gym.agents.scripted import ScriptedAgent
+from undobench_gym.harness.rl import UndoBenchEnvFactory
+from undobench_gym.harness.rl.demos import CLOSING, Demo, record_demos, tool_schemas
 
 WF = "pay-charge-customer"
 

@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import pytest
 
-from undobench_gym import catalog
-from undobench_gym.rl import FaultMix, scenarios_for
+from undobench_gym.core import catalog
+from undobench_gym.harness.rl import FaultMix, scenarios_for
 
 WF = "crm-convert-lead"  # DEV, with a crash and a lost-ack scenario
 

@@ -35,7 +35,7 @@ def _free_port() -> int:
 def base_url() -> Iterator[str]:
     import uvicorn
 
-    from undobench_gym.rl.openenv_server import StackPool, create_app
+    from undobench_gym.harness.rl.openenv_server import StackPool, create_app
 
     pool = StackPool("payments", runtime="process", max_steps=8)
     port = _free_port()
@@ -62,7 +62,7 @@ def _episode(base_url: str, fault: str | None) -> tuple[str, list[dict[str, obje
         obs = first.observation
         assert first.done is False and obs["tools"]
         charge = {"tool": "create_charge"}
-        from undobench_gym import catalog
+        from undobench_gym.core import catalog
 
         spec = catalog.find_workflow(WF)
         params = spec.draw_params(7, catalog.domain("payments").fixture(7))
@@ -92,7 +92,7 @@ def test_a_pair_over_openenv_reset_a_faulted_call_and_the_verdict(base_url: str)
 
 
 def test_the_cli_serves_a_domain_and_rejects_an_unknown_one() -> None:
-    from undobench_gym.cli import main
+    from undobench_gym.harness.cli import main
 
     assert main(["openenv", "--domain", "bank"]) == 2  # a clear error, no stack started
     env = {**os.environ, "PYTHONUNBUFFERED": "1"}
@@ -101,7 +101,7 @@ def test_the_cli_serves_a_domain_and_rejects_an_unknown_one() -> None:
         [
             sys.executable,
             "-m",
-            "undobench_gym.cli",
+            "undobench_gym.harness.cli",
             "openenv",
             "--domain",
             "Payments",

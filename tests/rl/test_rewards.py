@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from undobench_gym.rl import shaped_reward, verdict_reward
+from undobench_gym.harness.rl import shaped_reward, verdict_reward
 
 
 def _v(success: bool, passed: list[bool], **harm: list[Any]) -> dict[str, Any]:

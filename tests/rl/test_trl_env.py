@@ -12,7 +12,7 @@ from typing import Any
 
 import pytest
 
-from undobench_gym.rl import UndoBenchEnvFactory, UndoBenchTRLEnv
+from undobench_gym.harness.rl import UndoBenchEnvFactory, UndoBenchTRLEnv
 
 WF = "pay-charge-customer"
 

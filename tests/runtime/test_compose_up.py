@@ -19,7 +19,7 @@ from typing import Any
 import httpx
 import pytest
 
-from undobench_gym.stack_auth import TOKEN_ENV, auth_headers
+from undobench_gym.contract.stack_auth import TOKEN_ENV, auth_headers
 
 pytestmark = [pytest.mark.docker, pytest.mark.slow]
 

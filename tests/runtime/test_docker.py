@@ -26,7 +26,7 @@ def _project_objects(client: Any, stack: str | None = None) -> dict[str, list[An
 
 @pytest.fixture()
 def stack() -> Any:
-    from undobench_gym.runtime.docker import DockerRuntime
+    from undobench_gym.core.runtime.docker import DockerRuntime
 
     rt = DockerRuntime("payments")
     rt.start()
@@ -72,7 +72,7 @@ def test_only_the_proxy_is_reachable_and_services_cannot_leave_the_stack(stack: 
 
 
 def test_crash_point_restarts_the_container_with_its_state(play: Any, env_for: Any) -> None:
-    from undobench_gym.catalog import find_workflow
+    from undobench_gym.core.catalog import find_workflow
 
     wf = find_workflow("pay-split-payout")
     env = env_for("payments", "native", "docker")
@@ -98,7 +98,7 @@ def _host_drops(bridge: str) -> list[str]:
 
 
 def test_close_and_gc_leave_nothing_behind() -> None:
-    from undobench_gym.runtime.docker import DockerRuntime, gc
+    from undobench_gym.core.runtime.docker import DockerRuntime, gc
 
     can_filter = bool(shutil.which("iptables")) and os.geteuid() == 0
     rt = DockerRuntime("payments")
@@ -139,10 +139,10 @@ def test_unplanned_exits_count_kills_but_not_crash_points() -> None:
     counts once, whether the container is still down when the env probes or was already
     started again, and the stack answers on the same endpoints afterwards."""
     import httpx
-    from undobench_gym.agents.scripted import ScriptedAgent
 
-    from undobench_gym.env import UndoBenchEnv
-    from undobench_gym.pairing import run_episode
+    from undobench_gym.agents.scripted import ScriptedAgent
+    from undobench_gym.core.env import UndoBenchEnv
+    from undobench_gym.core.pairing import run_episode
 
     if os.geteuid() != 0:
         pytest.skip("signalling a container's main process from the host needs root")
@@ -186,7 +186,7 @@ def test_unplanned_exits_count_kills_but_not_crash_points() -> None:
 def test_compose_file_is_generated_and_current() -> None:
     from pathlib import Path
 
-    from undobench_gym.runtime.compose import render
+    from undobench_gym.core.runtime.compose import render
 
     compose = Path(__file__).resolve().parents[2] / "docker-compose.yml"
     assert compose.read_text() == render(), "run: undobench images compose > docker-compose.yml"

@@ -18,10 +18,10 @@ from typing import Any
 import httpx
 import pytest
 
-from undobench_gym.errors import StackStartError
-from undobench_gym.runtime import children, process
-from undobench_gym.runtime.children import OWNER_FILE, process_started, remove_stale_workdirs
-from undobench_gym.runtime.process import ProcessRuntime
+from undobench_gym.contract.errors import StackStartError
+from undobench_gym.core.runtime import children, process
+from undobench_gym.core.runtime.children import OWNER_FILE, process_started, remove_stale_workdirs
+from undobench_gym.core.runtime.process import ProcessRuntime
 
 
 def _alive(pid: int) -> bool:
@@ -226,7 +226,7 @@ def test_ports_are_chosen_below_the_ephemeral_range() -> None:
 def test_ports_are_chosen_above_the_compose_files_fixed_ports() -> None:
     """Stop 25's CI failure: a test's stack held 127.0.0.1:18302 (database's admin port
     in docker-compose.yml) when the compose test brought the file up."""
-    from undobench_gym.runtime.compose import host_ports
+    from undobench_gym.core.runtime.compose import host_ports
 
     fixed = [port for ports in host_ports().values() for port in ports.values()]
     assert max(fixed) < children._LOWEST_PORT
@@ -260,8 +260,8 @@ def test_a_port_taken_before_the_child_binds_it_is_chosen_again(
 
 def test_undobench_image_pins_the_docker_runtimes_image(monkeypatch: pytest.MonkeyPatch) -> None:
     """`UNDOBENCH_IMAGE` wins over :latest, and a tag that does not exist is a clear error."""
-    from undobench_gym.errors import UndoBenchError
-    from undobench_gym.runtime.images import current_image
+    from undobench_gym.contract.errors import UndoBenchError
+    from undobench_gym.core.runtime.images import current_image
 
     class Images:
         def list(self, name: str) -> list[str]:

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from undobench_gym.seeding import rng_for
+from undobench_gym.contract.seeding import rng_for
 
 AUTHORS = ("ada", "grace", "edsger", "barbara")
 

@@ -4,7 +4,8 @@ from __future__ import annotations
 
 from sqlalchemy import String, Table
 from sqlalchemy.orm import Mapped, mapped_column
-from undobench_gym.envs._service.kit import Base
+
+from undobench_gym.services.domains._service.kit import Base
 
 
 class Note(Base):

@@ -11,7 +11,8 @@ from fastapi.responses import JSONResponse
 from pydantic import BaseModel, Field
 from sqlalchemy import select
 from sqlalchemy.orm import Session
-from undobench_gym.envs._service.kit import (
+
+from undobench_gym.services.domains._service.kit import (
     READ_ONLY,
     DbSession,
     DomainService,

@@ -6,8 +6,8 @@ from __future__ import annotations
 
 from typing import Any
 
-from undobench_gym.seeding import rng_for
-from undobench_gym.specs import (
+from undobench_gym.contract.seeding import rng_for
+from undobench_gym.contract.specs import (
     Boundary,
     EffectExpectation,
     FaultScenario,

@@ -9,8 +9,8 @@ from __future__ import annotations
 
 from typing import Any
 
-from undobench_gym import catalog
-from undobench_gym.specs import WorkflowSpec
+from undobench_gym.contract.specs import WorkflowSpec
+from undobench_gym.core import catalog
 
 
 def workflow_spec(workflow_id: str) -> WorkflowSpec:

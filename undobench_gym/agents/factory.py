@@ -17,14 +17,13 @@ import os
 import re
 from typing import Any
 
-from undobench_gym.errors import UndoBenchError
-
-from .llm.backends import OpenAIBackend
-from .llm.base import LLMConfig
-from .llm.f1_tool_calling import ToolCallingAgent
-from .llm.f2_react import ReActAgent
-from .llm.local import HFBackend, VLLMBackend
-from .scripted import ScriptedAgent
+from undobench_gym.agents.llm.backends import OpenAIBackend
+from undobench_gym.agents.llm.base import LLMConfig
+from undobench_gym.agents.llm.f1_tool_calling import ToolCallingAgent
+from undobench_gym.agents.llm.f2_react import ReActAgent
+from undobench_gym.agents.llm.local import HFBackend, VLLMBackend
+from undobench_gym.agents.scripted import ScriptedAgent
+from undobench_gym.contract.errors import UndoBenchError
 
 FRAMEWORKS = ("F1", "F2")
 SPECS = (
@@ -71,7 +70,7 @@ def make_agent(spec: str, framework: str | None = None, config: Any = None) -> A
     annotations = mods.get("annotations", "on") == "on"
     if spec.startswith("cmd:") or mods.get("tools") == "mcp" or not annotations:
         try:
-            from .mcp import specs as mcp_specs  # the `mcp` extra
+            from undobench_gym.agents.mcp import specs as mcp_specs  # the `mcp` extra
         except ImportError as exc:
             raise UndoBenchError(
                 f"{spec}: the MCP path needs the mcp extra: pip install -e '.[mcp]' ({exc})"

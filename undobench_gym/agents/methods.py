@@ -13,12 +13,9 @@ from typing import Any
 
 import gymnasium as gym
 
-from undobench_gym.errors import UndoBenchError
-from undobench_gym.specs import WorkflowSpec
-
-from .catalog_view import workflow_schemas, workflow_spec, workflow_specs
-from .public_tools import PublicTool, public_tools
-from .recovery import (
+from undobench_gym.agents.catalog_view import workflow_schemas, workflow_spec, workflow_specs
+from undobench_gym.agents.public_tools import PublicTool, public_tools
+from undobench_gym.agents.recovery import (
     CheckpointResume,
     ClientJournal,
     IdempotencyKeys,
@@ -27,7 +24,14 @@ from .recovery import (
     Saga,
     VerifyBeforeRetry,
 )
-from .recovery.derive import compensation_for, compensations, resumptions, verifiers_for
+from undobench_gym.agents.recovery.derive import (
+    compensation_for,
+    compensations,
+    resumptions,
+    verifiers_for,
+)
+from undobench_gym.contract.errors import UndoBenchError
+from undobench_gym.contract.specs import WorkflowSpec
 
 __all__ = [
     "BUILTIN",

@@ -23,10 +23,10 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from undobench_gym.agents.scripted import ScriptedAgent, is_failure, resolve_refs
-from undobench_gym.catalog import ToolSpec, all_workflows, domain
-from undobench_gym.env import UndoBenchEnv
-from undobench_gym.pairing import run_episode
-from undobench_gym.specs import Boundary, FaultScenario, WorkflowSpec
+from undobench_gym.contract.specs import Boundary, FaultScenario, WorkflowSpec
+from undobench_gym.core.catalog import ToolSpec, all_workflows, domain
+from undobench_gym.core.env import UndoBenchEnv
+from undobench_gym.core.pairing import run_episode
 
 DUPLICABLE = ("additive", "irreversible_send")
 KEY = "idempotency_key"

@@ -16,14 +16,13 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from undobench_gym.agents.scripted import is_failure, resolve_refs
-from undobench_gym.catalog import ToolSpec, all_workflows, domain
-from undobench_gym.env import UndoBenchEnv
-from undobench_gym.pairing import run_episode
-from undobench_gym.specs import Boundary, FaultScenario, WorkflowSpec
-
-from .adversarial import DUPLICABLE, MAX_STEPS, SEED, Row
-from .adversarial import main as adversarial_main
-from .indicators import HARM
+from undobench_gym.contract.specs import Boundary, FaultScenario, WorkflowSpec
+from undobench_gym.core.catalog import ToolSpec, all_workflows, domain
+from undobench_gym.core.env import UndoBenchEnv
+from undobench_gym.core.pairing import run_episode
+from undobench_gym.evaluation.adversarial import DUPLICABLE, MAX_STEPS, SEED, Row
+from undobench_gym.evaluation.adversarial import main as adversarial_main
+from undobench_gym.evaluation.indicators import HARM
 
 BEHAVIOURS = (
     "escalate",

@@ -8,7 +8,7 @@ import statistics
 from collections.abc import Iterable
 from typing import Any
 
-from .indicators import is_infra_error
+from undobench_gym.evaluation.indicators import is_infra_error
 
 
 def _invalid(entry: dict[str, Any]) -> bool:

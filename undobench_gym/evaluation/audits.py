@@ -13,11 +13,10 @@ from dataclasses import dataclass, field
 from functools import cache
 from typing import Any
 
-from undobench_gym.catalog import domain as load_domain
-from undobench_gym.catalog import find_workflow
-from undobench_gym.pairing import prefix_equivalent
-
-from .indicators import Pair, is_infra_error
+from undobench_gym.core.catalog import domain as load_domain
+from undobench_gym.core.catalog import find_workflow
+from undobench_gym.core.pairing import prefix_equivalent
+from undobench_gym.evaluation.indicators import Pair, is_infra_error
 
 GOLD_AGENTS = ("scripted",)  # agents that follow the gold plan: an unfired fault is a defect
 

@@ -23,12 +23,11 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
-from undobench_gym.boundaries import target_commits
-from undobench_gym.catalog import all_workflows, domain
-from undobench_gym.env import UndoBenchEnv
-from undobench_gym.specs import Boundary, FaultScenario, WorkflowSpec
-
-from . import perturb as pt
+from undobench_gym.contract.specs import Boundary, FaultScenario, WorkflowSpec
+from undobench_gym.core.boundaries import target_commits
+from undobench_gym.core.catalog import all_workflows, domain
+from undobench_gym.core.env import UndoBenchEnv
+from undobench_gym.evaluation import perturb as pt
 
 #: (workflow id, case name) -> why the case is known to fail (a bug owned elsewhere).
 EXPECTED_FAILURES: dict[tuple[str, str], str] = {}

@@ -14,9 +14,9 @@ from __future__ import annotations
 
 from typing import Any
 
-from .indicators import Pair, is_infra_error
-from .report_sections import FEW
-from .summary import contrasts
+from undobench_gym.evaluation.indicators import Pair, is_infra_error
+from undobench_gym.evaluation.report_sections import FEW
+from undobench_gym.evaluation.summary import contrasts
 
 HINT_METRICS = ("der", "urr", "crsr")
 OFF = "#annotations=off"

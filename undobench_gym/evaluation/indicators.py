@@ -11,8 +11,8 @@ from __future__ import annotations
 from collections.abc import Callable, Iterable
 from typing import Any
 
-from .errors import Unsupported
-from .outcomes import unobserved_mutations
+from undobench_gym.evaluation.errors import Unsupported
+from undobench_gym.evaluation.outcomes import unobserved_mutations
 
 Pair = dict[str, Any]
 #: Why a valid pair is left out of the recovery denominators (the fault episode's

@@ -9,9 +9,8 @@ from typing import Any
 from rich.console import Console
 from rich.table import Table
 
-from undobench_gym.errors import UndoBenchError
-
-from .outcomes import faulted_position
+from undobench_gym.contract.errors import UndoBenchError
+from undobench_gym.evaluation.outcomes import faulted_position
 
 MARK = "⚡ FAULT"
 

@@ -12,10 +12,10 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import Any
 
-from .indicators import Pair
-from .metrics import pair_flag
-from .stats import mcnemar
-from .units import cell, collapse
+from undobench_gym.evaluation.indicators import Pair
+from undobench_gym.evaluation.metrics import pair_flag
+from undobench_gym.evaluation.stats import mcnemar
+from undobench_gym.evaluation.units import cell, collapse
 
 MATCH_KEYS = ("workflow", "scenario", "seed", "model", "framework", "agent")
 Flags = tuple[tuple[int, int], tuple[int, int]]

@@ -28,8 +28,8 @@ from typing import Any
 
 import numpy as np
 
-from .errors import Unsupported
-from .indicators import (
+from undobench_gym.evaluation.errors import Unsupported
+from undobench_gym.evaluation.indicators import (
     AS_FAILURE,
     CONDITIONED,
     CONTROL_CONDITIONED,
@@ -45,9 +45,9 @@ from .indicators import (
     indicator,
     is_infra_error,
 )
-from .pass_k import CELL_KEYS, pass_k
-from .stats import cluster_bootstrap, ratio, too_few_clusters, wilson
-from .units import effective, shared_cells
+from undobench_gym.evaluation.pass_k import CELL_KEYS, pass_k
+from undobench_gym.evaluation.stats import cluster_bootstrap, ratio, too_few_clusters, wilson
+from undobench_gym.evaluation.units import effective, shared_cells
 
 #: Public names, including those defined in indicators.py and pass_k.py (kept importable
 #: from here: this module was their home).

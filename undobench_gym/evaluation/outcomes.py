@@ -20,9 +20,8 @@ import json
 from functools import cache
 from typing import Any
 
-from undobench_gym.catalog import domain as load_domain
-
-from .errors import Unsupported
+from undobench_gym.core.catalog import domain as load_domain
+from undobench_gym.evaluation.errors import Unsupported
 
 Episode = dict[str, Any]
 

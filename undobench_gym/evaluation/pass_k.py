@@ -6,7 +6,7 @@ import math
 from collections.abc import Iterable
 from typing import Any
 
-from .indicators import Pair, is_infra_error
+from undobench_gym.evaluation.indicators import Pair, is_infra_error
 
 CELL_KEYS = ("workflow", "scenario", "model", "framework", "agent")
 

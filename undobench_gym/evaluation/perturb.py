@@ -14,8 +14,8 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from undobench_gym.agents.scripted import is_failure, resolve_refs
-from undobench_gym.catalog import ToolSpec
-from undobench_gym.specs import WorkflowSpec, fill
+from undobench_gym.contract.specs import WorkflowSpec, fill
+from undobench_gym.core.catalog import ToolSpec
 
 DUPLICABLE = ("additive", "irreversible_send")
 

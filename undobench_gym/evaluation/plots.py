@@ -16,9 +16,14 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
-from .errors import Unsupported
-from .indicators import Pair, conditioning_applies, indicator, is_infra_error
-from .metrics import conditioning, rate
+from undobench_gym.evaluation.errors import Unsupported
+from undobench_gym.evaluation.indicators import (
+    Pair,
+    conditioning_applies,
+    indicator,
+    is_infra_error,
+)
+from undobench_gym.evaluation.metrics import conditioning, rate
 
 PLOTS = (
     "crsr_by_method_boundary.png",

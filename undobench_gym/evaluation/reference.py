@@ -21,9 +21,9 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
-from undobench_gym.errors import UndoBenchError
-from undobench_gym.seeding import stable_id
-from undobench_gym.trials import TrialWriter
+from undobench_gym.contract.errors import UndoBenchError
+from undobench_gym.contract.seeding import stable_id
+from undobench_gym.core.trials import TrialWriter
 
 REQUIRED = (
     "task_id",

@@ -15,15 +15,20 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-from undobench_gym.trials import read_trials
-
-from .agent_behaviour import agent_behaviour
-from .hints import hint_contrasts, hint_lines
-from .html import write_html
-from .indicators import CONDITIONED, EXCLUSION_REASONS, INDICATORS, Pair, is_infra_error
-from .metrics import SENSITIVITY_METRICS, rate
-from .plots import write_plots
-from .report_sections import (
+from undobench_gym.core.trials import read_trials
+from undobench_gym.evaluation.agent_behaviour import agent_behaviour
+from undobench_gym.evaluation.hints import hint_contrasts, hint_lines
+from undobench_gym.evaluation.html import write_html
+from undobench_gym.evaluation.indicators import (
+    CONDITIONED,
+    EXCLUSION_REASONS,
+    INDICATORS,
+    Pair,
+    is_infra_error,
+)
+from undobench_gym.evaluation.metrics import SENSITIVITY_METRICS, rate
+from undobench_gym.evaluation.plots import write_plots
+from undobench_gym.evaluation.report_sections import (
     boot_text,
     cell_text,
     ci_text,
@@ -32,10 +37,10 @@ from .report_sections import (
     sensitivity_lines,
     tost_lines,
 )
-from .run_meta import META_FILE, retry_counts
-from .schedules import fault_lines
-from .summary import TOST_MARGIN, coin, mechanism, summarize
-from .units import effective_text
+from undobench_gym.evaluation.run_meta import META_FILE, retry_counts
+from undobench_gym.evaluation.schedules import fault_lines
+from undobench_gym.evaluation.summary import TOST_MARGIN, coin, mechanism, summarize
+from undobench_gym.evaluation.units import effective_text
 
 COLUMNS = ("N", "D", "F", "C", *INDICATORS)
 #: a rate's effective N (units.py), as summary.csv columns `effective.<key>`

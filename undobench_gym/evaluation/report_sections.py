@@ -9,8 +9,8 @@ from __future__ import annotations
 
 from typing import Any
 
-from .metrics import SENSITIVITY_METRICS
-from .stats import MIN_CLUSTERS
+from undobench_gym.evaluation.metrics import SENSITIVITY_METRICS
+from undobench_gym.evaluation.stats import MIN_CLUSTERS
 
 PASS_K_SHOWN = (1, 2, 3, 5, 10, 20)
 FEW = f"— (<{MIN_CLUSTERS} clusters)"

@@ -16,7 +16,7 @@ from __future__ import annotations
 from collections import Counter
 from typing import Any
 
-from .indicators import Pair, fault_outcome, is_infra_error
+from undobench_gym.evaluation.indicators import Pair, fault_outcome, is_infra_error
 
 SINGLE = "single"
 

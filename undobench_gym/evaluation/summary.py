@@ -29,10 +29,20 @@ from typing import Any
 import numpy as np
 from statsmodels.stats.multitest import multipletests
 
-from .errors import Unsupported
-from .indicators import Pair, conditioning_applies, fault_outcome, is_infra_error
-from .matching import applicable, matched_flags, matched_units, mcnemar_units
-from .metrics import (
+from undobench_gym.evaluation.errors import Unsupported
+from undobench_gym.evaluation.indicators import (
+    Pair,
+    conditioning_applies,
+    fault_outcome,
+    is_infra_error,
+)
+from undobench_gym.evaluation.matching import (
+    applicable,
+    matched_flags,
+    matched_units,
+    mcnemar_units,
+)
+from undobench_gym.evaluation.metrics import (
     BOOTSTRAP_RESAMPLES,
     BOOTSTRAP_SEED,
     NOT_APPLIED,
@@ -41,9 +51,9 @@ from .metrics import (
     pair_flag,
     shared_flags,
 )
-from .pass_k import pass_k
-from .schedules import fault_counts, has_cascades, schedule
-from .stats import (
+from undobench_gym.evaluation.pass_k import pass_k
+from undobench_gym.evaluation.schedules import fault_counts, has_cascades, schedule
+from undobench_gym.evaluation.stats import (
     MIN_CLUSTERS,
     cluster_bootstrap,
     paired_permutation_p,

@@ -23,8 +23,8 @@ from contextlib import contextmanager
 from contextvars import ContextVar
 from typing import Any
 
-from .indicators import Pair, fault_outcome
-from .stats import wilson
+from undobench_gym.evaluation.indicators import Pair, fault_outcome
+from undobench_gym.evaluation.stats import wilson
 
 #: What a seed repeats (with the ambiguous scenario's coin, see `cell`).
 CELL_KEYS = ("workflow", "scenario", "method", "model", "framework", "agent")

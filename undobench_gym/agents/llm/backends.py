@@ -18,9 +18,9 @@ from typing import Any, Protocol
 
 import httpx
 
-from undobench_gym.errors import ProviderError as ProviderError  # re-exported
-from undobench_gym.errors import ProviderUnavailable as ProviderUnavailable
-from undobench_gym.errors import UndoBenchError
+from undobench_gym.contract.errors import ProviderError as ProviderError  # re-exported
+from undobench_gym.contract.errors import ProviderUnavailable as ProviderUnavailable
+from undobench_gym.contract.errors import UndoBenchError
 
 
 class TransientProviderError(Exception):

@@ -12,10 +12,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field, fields
 from typing import Any
 
-from undobench_gym.errors import UndoBenchError
-from undobench_gym.seeding import derive_seed
-
-from .backends import (
+from undobench_gym.agents.llm.backends import (
     Backend,
     ProviderError,
     ProviderUnavailable,
@@ -23,8 +20,10 @@ from .backends import (
     Request,
     TransientProviderError,
 )
-from .context import estimate_tokens, fit
-from .prompt import PROMPT_VERSION, loose_schema, prompt_digest
+from undobench_gym.agents.llm.context import estimate_tokens, fit
+from undobench_gym.agents.llm.prompt import PROMPT_VERSION, loose_schema, prompt_digest
+from undobench_gym.contract.errors import UndoBenchError
+from undobench_gym.contract.seeding import derive_seed
 
 ENV_PREFIX = "UNDOBENCH_LLM_"
 TOOL_CHOICES = ("auto", "required")

@@ -20,12 +20,16 @@ import json
 from dataclasses import replace
 from typing import Any
 
-from undobench_gym.seeding import stable_id
-
-from .backends import Reply, ToolCallOut
-from .base import LLMAgent
-from .parsing import parse_text_tool_calls
-from .prompt import EXTRA_CALL_NOT_EXECUTED, NUDGE, SYSTEM_PROMPT, tool_result_message
+from undobench_gym.agents.llm.backends import Reply, ToolCallOut
+from undobench_gym.agents.llm.base import LLMAgent
+from undobench_gym.agents.llm.parsing import parse_text_tool_calls
+from undobench_gym.agents.llm.prompt import (
+    EXTRA_CALL_NOT_EXECUTED,
+    NUDGE,
+    SYSTEM_PROMPT,
+    tool_result_message,
+)
+from undobench_gym.contract.seeding import stable_id
 
 SUMMARY_LIMIT = 2000  # the finish tool's summary maxLength
 

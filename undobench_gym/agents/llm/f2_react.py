@@ -12,9 +12,9 @@ from __future__ import annotations
 
 from typing import Any
 
-from .base import LLMAgent
-from .parsing import parse_react
-from .prompt import action_schema, observation_message, react_system_prompt
+from undobench_gym.agents.llm.base import LLMAgent
+from undobench_gym.agents.llm.parsing import parse_react
+from undobench_gym.agents.llm.prompt import action_schema, observation_message, react_system_prompt
 
 STOP = ["\nObservation:"]
 

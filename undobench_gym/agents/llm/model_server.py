@@ -22,8 +22,9 @@ from pathlib import Path
 
 import httpx
 
-from undobench_gym.errors import UndoBenchError
-from undobench_gym.runtime.children import (
+from undobench_gym.agents.llm.models import SERVE_EXTRA, resolve_gguf
+from undobench_gym.contract.errors import UndoBenchError
+from undobench_gym.core.runtime.children import (
     PORT_ATTEMPTS,
     Child,
     free_port,
@@ -31,8 +32,6 @@ from undobench_gym.runtime.children import (
     port_taken,
     spawn,
 )
-
-from .models import SERVE_EXTRA, resolve_gguf
 
 DEFAULT_CONTEXT = 4096
 READY_TIMEOUT_S = 180.0

@@ -16,7 +16,7 @@ import os
 from dataclasses import dataclass
 from pathlib import Path
 
-from undobench_gym.errors import UndoBenchError
+from undobench_gym.contract.errors import UndoBenchError
 
 SERVE_EXTRA = "pip install -e '.[serve]'"
 CHUNK = 1 << 20

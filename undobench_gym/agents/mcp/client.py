@@ -20,11 +20,10 @@ from typing import Any
 import anyio
 from mcp import ClientSession
 
-from undobench_gym.mcp.bridge import RAW, RAW_ACTION
-from undobench_gym.mcp.sdk import memory_session
-from undobench_gym.mcp.tools import result_text, tool_schema
-
-from .episode import EpisodeContext
+from undobench_gym.agents.mcp.episode import EpisodeContext
+from undobench_gym.core.mcp.bridge import RAW, RAW_ACTION
+from undobench_gym.core.mcp.sdk import memory_session
+from undobench_gym.core.mcp.tools import result_text, tool_schema
 
 FINISH = "finish"
 

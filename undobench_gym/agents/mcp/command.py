@@ -12,7 +12,7 @@ argument and nothing in it is ever interpreted:
     {mcp_config}      a JSON file in the `mcpServers` format MCP clients read:
                       {"mcpServers": {"undobench": {"type": "http", "url": ...}}}
     {mcp_stdio_config} the same for an agent that launches its servers over stdio: the
-                      command is a relay to the episode's server (undobench_gym.mcp.relay)
+                      command is a relay to the episode's server (undobench_gym.core.mcp.relay)
     {workdir}         a fresh directory for this episode (removed after it)
 
 The same values are in the program's environment as UNDOBENCH_TASK, UNDOBENCH_TASK_FILE,
@@ -39,11 +39,10 @@ import sys
 import tempfile
 from pathlib import Path
 
-from undobench_gym.errors import UndoBenchError
-from undobench_gym.stack_auth import TOKEN_ENV
-
-from . import sandbox
-from .episode import EpisodeContext
+from undobench_gym.agents.mcp import sandbox
+from undobench_gym.agents.mcp.episode import EpisodeContext
+from undobench_gym.contract.errors import UndoBenchError
+from undobench_gym.contract.stack_auth import TOKEN_ENV
 
 PLACEHOLDERS = (
     "task",
@@ -141,7 +140,7 @@ class CommandLauncher:
         servers = {"undobench": {"type": "http", "url": ctx.mcp_url}}
         config.write_text(json.dumps({"mcpServers": servers}))
         stdio_config = workdir / "mcp-stdio.json"
-        relay = [sys.executable, "-m", "undobench_gym.mcp.relay", ctx.mcp_url or ""]
+        relay = [sys.executable, "-m", "undobench_gym.core.mcp.relay", ctx.mcp_url or ""]
         stdio = {"undobench": {"type": "stdio", "command": relay[0], "args": relay[1:]}}
         stdio_config.write_text(json.dumps({"mcpServers": stdio}))
         values = {

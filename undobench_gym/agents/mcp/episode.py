@@ -18,10 +18,10 @@ import time
 from dataclasses import dataclass, field
 from typing import Any, Protocol
 
-from undobench_gym.deadline import AgentOverTime
-from undobench_gym.errors import ProviderUnavailable
-from undobench_gym.mcp.bridge import Bridge
-from undobench_gym.mcp.server import HttpServer, build_server
+from undobench_gym.contract.errors import ProviderUnavailable
+from undobench_gym.core.deadline import AgentOverTime
+from undobench_gym.core.mcp.bridge import Bridge
+from undobench_gym.core.mcp.server import HttpServer, build_server
 
 #: An agent program that exits with this code (EX_TEMPFAIL) says its model provider was
 #: unavailable: an infrastructure error, retried like a dead stack, not the agent's failure.

@@ -28,12 +28,11 @@ import anyio
 from mcp import ClientSession, StdioServerParameters
 from mcp.client.stdio import stdio_client
 
-from undobench_gym.errors import ProviderUnavailable, UndoBenchError
-from undobench_gym.mcp.sdk import http_streams
-
-from ..factory import make_agent
-from .client import drive
-from .episode import PROVIDER_EXIT
+from undobench_gym.agents.factory import make_agent
+from undobench_gym.agents.mcp.client import drive
+from undobench_gym.agents.mcp.episode import PROVIDER_EXIT
+from undobench_gym.contract.errors import ProviderUnavailable, UndoBenchError
+from undobench_gym.core.mcp.sdk import http_streams
 
 
 def parse(argv: list[str] | None) -> argparse.Namespace:

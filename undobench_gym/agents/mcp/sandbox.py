@@ -45,10 +45,9 @@ from pathlib import Path
 from typing import Any
 from urllib.parse import urlsplit
 
-from undobench_gym.errors import UndoBenchError
-from undobench_gym.runtime.children import SPAWNER
-
-from .jail import Relay
+from undobench_gym.agents.mcp.jail import Relay
+from undobench_gym.contract.errors import UndoBenchError
+from undobench_gym.core.runtime.children import SPAWNER
 
 MODE_ENV = "UNDOBENCH_AGENT_SANDBOX"
 USER_ENV = "UNDOBENCH_AGENT_USER"

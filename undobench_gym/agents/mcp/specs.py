@@ -7,9 +7,9 @@ import hashlib
 import shlex
 from typing import Any
 
-from .client import ThreadLauncher
-from .command import CommandLauncher
-from .episode import McpAgent
+from undobench_gym.agents.mcp.client import ThreadLauncher
+from undobench_gym.agents.mcp.command import CommandLauncher
+from undobench_gym.agents.mcp.episode import McpAgent
 
 NAME_LIMIT = 60
 

@@ -3,13 +3,13 @@
 (`RecoveryWrapper`) and `derive` (reads and compensations from the public schemas).
 `agents.methods` registers them by name; `table` prints what each does on real stacks."""
 
-from .base import RecoveryWrapper
-from .checkpoint import CheckpointResume
-from .journal import ClientJournal
-from .keys import IdempotencyKeys
-from .retry import NaiveRetry
-from .saga import Saga
-from .verify import VerifyBeforeRetry
+from undobench_gym.agents.recovery.base import RecoveryWrapper
+from undobench_gym.agents.recovery.checkpoint import CheckpointResume
+from undobench_gym.agents.recovery.journal import ClientJournal
+from undobench_gym.agents.recovery.keys import IdempotencyKeys
+from undobench_gym.agents.recovery.retry import NaiveRetry
+from undobench_gym.agents.recovery.saga import Saga
+from undobench_gym.agents.recovery.verify import VerifyBeforeRetry
 
 __all__ = [
     "CheckpointResume",

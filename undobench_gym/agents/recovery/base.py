@@ -16,7 +16,7 @@ from typing import Any, SupportsFloat
 
 import gymnasium as gym
 
-from ..public_tools import FINISH, KEY_ARG, PublicTool, public_tools
+from undobench_gym.agents.public_tools import FINISH, KEY_ARG, PublicTool, public_tools
 
 StepResult = tuple[str, SupportsFloat, bool, bool, dict[str, Any]]
 #: 5xx answers a gateway gives when the backend failed or was not reached: outcome unknown.

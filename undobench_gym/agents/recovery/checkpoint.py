@@ -22,7 +22,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
-from .base import RecoveryWrapper, StepResult, canonical, parse_call
+from undobench_gym.agents.recovery.base import RecoveryWrapper, StepResult, canonical, parse_call
 
 
 def action_key(action: Any) -> str:

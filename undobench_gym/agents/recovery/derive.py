@@ -16,8 +16,8 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
-from ..public_tools import KEY_ARG, PublicTool
-from .base import canonical
+from undobench_gym.agents.public_tools import KEY_ARG, PublicTool
+from undobench_gym.agents.recovery.base import canonical
 
 #: The ranks of a verifier, best first.
 SAME_COLLECTION, FILTERED_LIST, ADDRESSED_ITEM = 0, 1, 2

@@ -29,10 +29,8 @@ from collections import Counter
 from dataclasses import dataclass, field
 from typing import Any
 
-from undobench_gym.seeding import stable_id
-
-from ..public_tools import KEY_ARG, PublicTool
-from .base import (
+from undobench_gym.agents.public_tools import KEY_ARG, PublicTool
+from undobench_gym.agents.recovery.base import (
     Call,
     RecoveryWrapper,
     StepResult,
@@ -44,8 +42,9 @@ from .base import (
     parse_call,
     status_of,
 )
-from .derive import ReadPlan, read_plans
-from .verify import Baseline, probe_effect, settle_found, take_baseline
+from undobench_gym.agents.recovery.derive import ReadPlan, read_plans
+from undobench_gym.agents.recovery.verify import Baseline, probe_effect, settle_found, take_baseline
+from undobench_gym.contract.seeding import stable_id
 
 
 @dataclass

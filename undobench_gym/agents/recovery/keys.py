@@ -6,10 +6,9 @@ from __future__ import annotations
 import json
 from typing import Any
 
-from undobench_gym.seeding import stable_id
-
-from ..public_tools import KEY_ARG
-from .base import RecoveryWrapper, StepResult
+from undobench_gym.agents.public_tools import KEY_ARG
+from undobench_gym.agents.recovery.base import RecoveryWrapper, StepResult
+from undobench_gym.contract.seeding import stable_id
 
 
 class IdempotencyKeys(RecoveryWrapper):

@@ -6,7 +6,13 @@ from typing import Any
 
 import gymnasium as gym
 
-from .base import RecoveryWrapper, StepResult, is_over, is_transient, load_obs
+from undobench_gym.agents.recovery.base import (
+    RecoveryWrapper,
+    StepResult,
+    is_over,
+    is_transient,
+    load_obs,
+)
 
 
 class NaiveRetry(RecoveryWrapper):

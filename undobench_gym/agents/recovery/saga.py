@@ -18,7 +18,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
-from .base import (
+from undobench_gym.agents.recovery.base import (
     Call,
     RecoveryWrapper,
     StepResult,
@@ -30,7 +30,7 @@ from .base import (
     parse_call,
     status_of,
 )
-from .derive import Compensation, compensations
+from undobench_gym.agents.recovery.derive import Compensation, compensations
 
 DEFINITIVE_REFUSALS = (400, 403, 404, 410, 412)
 

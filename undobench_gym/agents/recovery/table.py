@@ -16,10 +16,7 @@ import json
 from collections.abc import Iterable
 from typing import Any
 
-from undobench_gym.env import UndoBenchEnv
-from undobench_gym.pairing import run_pair
-
-from ..methods import (
+from undobench_gym.agents.methods import (
     METHODS,
     applicable_methods,
     capabilities,
@@ -29,7 +26,9 @@ from ..methods import (
     workflow_specs,
     wrap,
 )
-from ..scripted import ScriptedAgent
+from undobench_gym.agents.scripted import ScriptedAgent
+from undobench_gym.core.env import UndoBenchEnv
+from undobench_gym.core.pairing import run_pair
 
 SCENARIOS = (
     "pay-charge-customer:lost-ack",

@@ -27,8 +27,8 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any, Literal
 
-from ..public_tools import PublicTool
-from .base import (
+from undobench_gym.agents.public_tools import PublicTool
+from undobench_gym.agents.recovery.base import (
     Call,
     RecoveryWrapper,
     StepResult,
@@ -40,7 +40,7 @@ from .base import (
     parse_call,
     status_of,
 )
-from .derive import (
+from undobench_gym.agents.recovery.derive import (
     ReadPlan,
     blind,
     find_effect,

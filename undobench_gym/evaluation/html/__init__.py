@@ -5,6 +5,6 @@ report.html with the summary, the breakdown tables, the plots and a pair viewer.
 and inlined static files under templates/ and static/, shipped as package data).
 """
 
-from .page import REPORT_FILE, render_html, write_html
+from undobench_gym.evaluation.html.page import REPORT_FILE, render_html, write_html
 
 __all__ = ["REPORT_FILE", "render_html", "write_html"]

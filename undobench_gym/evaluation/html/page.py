@@ -21,11 +21,10 @@ from typing import Any
 
 from jinja2 import Environment, FileSystemLoader, select_autoescape
 
-from undobench_gym.catalog import domain as load_domain
-
-from ..indicators import CONDITIONED, EXCLUSION_REASONS, Pair
-from ..stats import MIN_CLUSTERS
-from .pairs import ROW_COLUMNS, pair_detail, table_row
+from undobench_gym.core.catalog import domain as load_domain
+from undobench_gym.evaluation.html.pairs import ROW_COLUMNS, pair_detail, table_row
+from undobench_gym.evaluation.indicators import CONDITIONED, EXCLUSION_REASONS, Pair
+from undobench_gym.evaluation.stats import MIN_CLUSTERS
 
 HERE = Path(__file__).parent
 REPORT_FILE = "report.html"

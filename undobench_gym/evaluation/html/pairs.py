@@ -12,8 +12,15 @@ from __future__ import annotations
 
 from typing import Any
 
-from ..indicators import Pair, is_infra_error
-from .steps import HARM_NAME, Episode, as_dict, episode_cells, short, wire_text
+from undobench_gym.evaluation.html.steps import (
+    HARM_NAME,
+    Episode,
+    as_dict,
+    episode_cells,
+    short,
+    wire_text,
+)
+from undobench_gym.evaluation.indicators import Pair, is_infra_error
 
 #: The harms a fault episode's verdict can list, in the order the viewer shows them.
 HARMS = ("duplicates", "unrequired", "missing", "partial", "forbidden")

@@ -12,7 +12,7 @@ from __future__ import annotations
 import json
 from typing import Any
 
-from ..outcomes import action_identity, faulted_position
+from undobench_gym.evaluation.outcomes import action_identity, faulted_position
 
 #: The longest text kept of one action argument set or observation body in the viewer.
 TEXT_LIMIT = 600

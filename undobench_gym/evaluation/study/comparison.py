@@ -13,13 +13,13 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-from ..indicators import Pair, is_infra_error
-from ..matching import index
-from ..reference import iter_records
-from ..report_sections import FEW, boot_text
-from ..summary import contrasts
-from .paper import STUDIES, PaperFigure
-from .tables import ci, num, p_text, rate_text
+from undobench_gym.evaluation.indicators import Pair, is_infra_error
+from undobench_gym.evaluation.matching import index
+from undobench_gym.evaluation.reference import iter_records
+from undobench_gym.evaluation.report_sections import FEW, boot_text
+from undobench_gym.evaluation.study.paper import STUDIES, PaperFigure
+from undobench_gym.evaluation.study.tables import ci, num, p_text, rate_text
+from undobench_gym.evaluation.summary import contrasts
 
 #: the paper's pre-registered contrasts on CRSR (rb3c_test_summary.json, H1-H3)
 PAPER_HYPOTHESES = (("H1", "B2", "B0"), ("H2", "B5", "B0"), ("H3", "B2", "B5"))

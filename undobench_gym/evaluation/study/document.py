@@ -9,13 +9,12 @@ import shutil
 from pathlib import Path
 from typing import Any
 
-from undobench_gym.errors import UndoBenchError
-
-from ..indicators import is_infra_error
-from ..reference import headline
-from . import model_part, tables
-from .manifest import MANIFEST, build_manifest
-from .render import (
+from undobench_gym.contract.errors import UndoBenchError
+from undobench_gym.evaluation.indicators import is_infra_error
+from undobench_gym.evaluation.reference import headline
+from undobench_gym.evaluation.study import model_part, tables
+from undobench_gym.evaluation.study.manifest import MANIFEST, build_manifest
+from undobench_gym.evaluation.study.render import (
     MEASURED,
     PLACEHOLDER,
     PLOTS,
@@ -26,7 +25,7 @@ from .render import (
     _runtime_sections,
     load_part,
 )
-from .spec import Study
+from undobench_gym.evaluation.study.spec import Study
 
 READING = "reading.md"
 

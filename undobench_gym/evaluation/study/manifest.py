@@ -15,11 +15,10 @@ import subprocess
 from pathlib import Path
 from typing import Any
 
-from undobench_gym.catalog import all_workflows
-from undobench_gym.trials import read_trials
-
-from .spec import Study
-from .verdicts import digest
+from undobench_gym.core.catalog import all_workflows
+from undobench_gym.core.trials import read_trials
+from undobench_gym.evaluation.study.spec import Study
+from undobench_gym.evaluation.study.verdicts import digest
 
 MANIFEST = "manifest.json"
 

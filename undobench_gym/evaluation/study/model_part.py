@@ -16,10 +16,10 @@ from typing import Any
 
 import numpy as np
 
-from ..indicators import Pair, control_ok, exclusion, is_infra_error
-from ..metrics import BOOTSTRAP_RESAMPLES, BOOTSTRAP_SEED, rate
-from ..stats import MIN_CLUSTERS, cluster_bootstrap, ratio_diff, wilson
-from .tables import ci, num
+from undobench_gym.evaluation.indicators import Pair, control_ok, exclusion, is_infra_error
+from undobench_gym.evaluation.metrics import BOOTSTRAP_RESAMPLES, BOOTSTRAP_SEED, rate
+from undobench_gym.evaluation.stats import MIN_CLUSTERS, cluster_bootstrap, ratio_diff, wilson
+from undobench_gym.evaluation.study.tables import ci, num
 
 RECOVERY = ("control_rate", "crsr", "crsr_aware", "der", "uer")
 

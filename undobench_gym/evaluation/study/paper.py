@@ -20,9 +20,9 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from ..indicators import Pair
-from ..metrics import rate
-from ..reference import adjusted, iter_records
+from undobench_gym.evaluation.indicators import Pair
+from undobench_gym.evaluation.metrics import rate
+from undobench_gym.evaluation.reference import adjusted, iter_records
 
 LOST_ACK = "POST_MUTATION_PRE_ACK"
 #: study -> (declared boundary, what the reference says of it)

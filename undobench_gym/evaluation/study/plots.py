@@ -6,8 +6,8 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-from ..plots import _pyplot
-from .paper import PaperFigure
+from undobench_gym.evaluation.plots import _pyplot
+from undobench_gym.evaluation.study.paper import PaperFigure
 
 
 def paper_plot(

@@ -14,21 +14,20 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from undobench_gym.trials import read_trials
-
-from ..indicators import Pair, is_infra_error
-from ..metrics import BOOTSTRAP_RESAMPLES
-from ..reference import headline
-from ..report import write_reports
-from ..report_sections import FEW, contrast_lines, pass_k_lines, tost_lines
-from ..run_meta import META_FILE
-from ..stats import MIN_CLUSTERS
-from ..summary import summarize
-from . import comparison, tables
-from .paper import paper_figures
-from .plots import paper_plot
-from .spec import Part, Study
-from .verdicts import compare
+from undobench_gym.core.trials import read_trials
+from undobench_gym.evaluation.indicators import Pair, is_infra_error
+from undobench_gym.evaluation.metrics import BOOTSTRAP_RESAMPLES
+from undobench_gym.evaluation.reference import headline
+from undobench_gym.evaluation.report import write_reports
+from undobench_gym.evaluation.report_sections import FEW, contrast_lines, pass_k_lines, tost_lines
+from undobench_gym.evaluation.run_meta import META_FILE
+from undobench_gym.evaluation.stats import MIN_CLUSTERS
+from undobench_gym.evaluation.study import comparison, tables
+from undobench_gym.evaluation.study.paper import paper_figures
+from undobench_gym.evaluation.study.plots import paper_plot
+from undobench_gym.evaluation.study.spec import Part, Study
+from undobench_gym.evaluation.study.verdicts import compare
+from undobench_gym.evaluation.summary import summarize
 
 MEASURED = "<!-- measured: everything below changes from one run of the study to the next -->"
 PLOTS = ("crsr_by_method_boundary.png", "recovery_as_planned.png")

@@ -16,7 +16,7 @@ from typing import Literal
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
 
-from undobench_gym.errors import UndoBenchError
+from undobench_gym.contract.errors import UndoBenchError
 
 Role = Literal["scripted", "runtime", "smoke", "model"]
 
@@ -56,7 +56,8 @@ class Study(BaseModel):
     model_config = ConfigDict(extra="forbid")
 
     title: str
-    #: the published reference data (../shared/reference-data/undobench-v1 in this repo)
+    #: the published reference data, relative to the study's folder (the paper-rerun study
+    #: keeps a copy under reference/, with its sources and licence)
     reference: str | None = None
     parts: list[Part] = Field(min_length=1)
 

@@ -7,10 +7,10 @@ import itertools
 from collections.abc import Callable, Iterable
 from typing import Any
 
-from ..indicators import Pair, is_infra_error
-from ..metrics import rate
-from ..report_sections import FEW
-from ..units import effective_text
+from undobench_gym.evaluation.indicators import Pair, is_infra_error
+from undobench_gym.evaluation.metrics import rate
+from undobench_gym.evaluation.report_sections import FEW
+from undobench_gym.evaluation.units import effective_text
 
 #: the method x boundary table's columns (as planned where conditioning applies)
 CELL_METRICS = ("control_rate", "crsr", "crsr_aware", "der", "uer", "mer", "urr")
