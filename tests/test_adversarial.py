@@ -1,4 +1,4 @@
-"""The adversarial agent suite (issue 12): behaviours that real agents show after a fault,
+"""The adversarial agent suite: behaviours that real agents show after a fault,
 over every workflow and scenario where they apply, each with the verdict it must get.
 docs/validity.md holds the table this run produces; the test keeps it current."""
 

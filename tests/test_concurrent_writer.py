@@ -1,4 +1,4 @@
-"""The concurrent writer (issue 19): another client of the same services acts between the
+"""The concurrent writer: another client of the same services acts between the
 agent's steps, in the control and the fault episode alike, through the admin port.
 
 What is checked, on real stacks: the writer's commits are tagged as its own and never

@@ -1,5 +1,5 @@
 """A fault counts only when it happened as planned, every call is on the wire before the
-verdict, and a slow agent is a failure, not an infrastructure error (issue 12, items 2, 5, 8)."""
+verdict, and a slow agent is a failure, not an infrastructure error."""
 
 from __future__ import annotations
 

@@ -1,4 +1,4 @@
-"""The stress split (issue 19): every stress workflow's gold plan succeeds in control, every
+"""The stress split: every stress workflow's gold plan succeeds in control, every
 fault of every schedule fires under the gold plan, and a schedule is deterministic. (The
 concurrent writer's own tests are in tests/test_concurrent_writer.py; its workflows are in
 the catalogue-wide cases here too: control success, its fault firing, its writer acting.)

@@ -148,7 +148,7 @@ class ServiceClient:
             path = path.replace("{" + name + "}", quote(str(rest.pop(name)), safe=""))
         hdrs = dict(headers or {})
         res: Response
-        # The concurrent writer (issue 19) calls the same API under the admin app.
+        # The concurrent writer calls the same API under the admin app.
         client, path = (self.admin, WRITER_PREFIX + path) if as_writer else (self.public, path)
         if spec.method in ("GET", "DELETE"):
             res = client.request(spec.method, path, params=rest, headers=hdrs)

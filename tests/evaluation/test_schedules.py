@@ -1,4 +1,4 @@
-"""Several faults per episode in the metrics and reports (issue 19): fired counts per fault,
+"""Several faults per episode in the metrics and reports: fired counts per fault,
 the breakdown by schedule, and nothing new for a run of single faults."""
 
 from __future__ import annotations

@@ -163,7 +163,7 @@ class CommitRow(BaseModel):
     at: str = ""
     idempotency_key: str | None = None
     compensation: bool = False
-    #: None: the agent's (through the proxy); "writer": the concurrent writer's (issue 19).
+    #: None: the agent's (through the proxy); "writer": the concurrent writer's.
     actor: str | None = None
     #: The id of what it created (a charge, a commit), for an undo to name.
     ref: str | None = None

@@ -172,7 +172,7 @@ class GoldStep(BaseModel):
 
 
 class ConcurrentWriter(BaseModel):
-    """Another client of the same services (issue 19): right after the agent's `nth` call
+    """Another client of the same services: right after the agent's `nth` call
     of `tool` (a read or a write, whatever it answered), it makes its own real calls
     (`actions`: tools and `{param}`-templated arguments, so its values come from the
     seed) through the stack's admin port, never the fault proxy. Part of the task
@@ -195,7 +195,7 @@ class WorkflowSpec(BaseModel):
     model_config = ConfigDict(arbitrary_types_allowed=True)
     id: str = Field(pattern=r"^[a-z0-9][a-z0-9_.-]*$")
     domain: str
-    #: `stress`: multi-fault schedules, apart from the paper's DEV/VAL/TEST (issue 19).
+    #: `stress`: multi-fault schedules, apart from the paper's DEV/VAL/TEST.
     split: Literal["dev", "val", "test", "stress"]
     kind: Literal["single_effect", "multi_effect", "compensation", "composite"]
     instruction: str

@@ -227,7 +227,7 @@ def evaluate(
     truncated: bool = False,
     finish_status: str | None = None,
 ) -> Verdict:
-    # The concurrent writer's commits (issue 19) are another client's: the state oracle
+    # The concurrent writer's commits are another client's: the state oracle
     # sees their result, the effect oracle never counts them as the agent's.
     commit_log = agents_rows(commit_log)
     kept, compensated = pair_repairs(

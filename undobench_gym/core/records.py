@@ -45,7 +45,7 @@ def episode_record(ep: Episode) -> dict[str, Any]:
     out = ep.outcome
     assert out is not None, "the episode has not finished"
     v = out.verdict
-    # The concurrent writer's calls (issue 19), only on the records of tasks that have one.
+    # The concurrent writer's calls, only on the records of tasks that have one.
     writer = {"writer": ep.writer.log} if ep.writer is not None else {}
     return {
         "episode_id": ep.public_id,

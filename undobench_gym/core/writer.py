@@ -1,4 +1,4 @@
-"""The concurrent writer of an episode (issue 19): when it acts, and what it sends.
+"""The concurrent writer of an episode: when it acts, and what it sends.
 
 Another client of the same services makes real HTTP calls between the agent's steps,
 through the stack's admin port (`/admin/writer`, the public API on behalf of the writer),

@@ -169,7 +169,7 @@ def check_episode(episode: dict[str, Any], domain: str | None) -> tuple[Counter[
     ops = _primary_ops(domain) if domain else {}
     declared = set(ops.values())
     forwarded = [e for e in wire if e.get("forwarded") and not e.get("read_only")]
-    # The concurrent writer's rows (issue 19) came through the admin port, not the proxy.
+    # The concurrent writer's rows came through the admin port, not the proxy.
     writers = [r for r in rows if r.get("actor")]
     rows = [r for r in rows if not r.get("actor")]
     counts["writer_rows"] += len(writers)

@@ -141,7 +141,7 @@ def render(pair: dict[str, Any], console: Console, limit: int = 60) -> None:
         console.print(f"  effect history ({name}):", markup=False)
         for line in _history(ep):
             console.print(f"    {line}", markup=False, highlight=False)
-        for w in ep.get("writer") or []:  # the concurrent writer's calls (issue 19)
+        for w in ep.get("writer") or []:  # the concurrent writer's calls
             when = f"after call {w['after_call']}" if w.get("after_call") else "at the end"
             line = f"writer {when}: {w['tool']} {json.dumps(w['arguments'])} -> {w['status']}"
             console.print(f"  {line}", markup=False, highlight=False)

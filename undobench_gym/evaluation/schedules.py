@@ -1,4 +1,4 @@
-"""Several faults per episode (issue 19): what each fault of a schedule did, per method.
+"""Several faults per episode: what each fault of a schedule did, per method.
 
 A cascade's pair records `schedule` ("cascade") and its fault episode's `fault_outcome`
 lists every fault (`faults`: as planned or not, the mechanism, the reason it missed); a

@@ -64,7 +64,7 @@ CODE_FILE = "code.json"
 
 
 def record_code(out: Path) -> None:
-    """Add the code version of this session to the run directory's code.json (a run that is
+    """Add the code version running now to the run directory's code.json (a run that is
     resumed with other code shows both)."""
     path = out / CODE_FILE
     seen = json.loads(path.read_text(encoding="utf-8")) if path.is_file() else []

@@ -29,7 +29,7 @@ def catalogue_rows(split: str | None) -> list[dict[str, Any]]:
                 ],
                 "scenarios": [
                     {
-                        # A cascade's boundaries in schedule order (issue 19).
+                        # A cascade's boundaries in schedule order.
                         "boundary": " → ".join(
                             [s.boundary.value, *(t.boundary.value for t in s.then)]
                         ),
@@ -38,7 +38,7 @@ def catalogue_rows(split: str | None) -> list[dict[str, Any]]:
                     }
                     for s in w.scenarios
                 ],
-                # Only on a task with a concurrent writer (issue 19).
+                # Only on a task with a concurrent writer.
                 **({"writer": w.writer.model_dump(mode="json")} if w.writer else {}),
             }
         )

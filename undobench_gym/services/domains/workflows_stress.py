@@ -1,4 +1,4 @@
-"""The `stress` split: a domain's workflow again, under fault schedules (issue 19).
+"""The `stress` split: a domain's workflow again, under fault schedules.
 
 One fault per trajectory cannot tell a lucky recovery from a right one: with two retries a
 blind retry usually gets through, the saga never has to compensate, and the journal never

@@ -1,4 +1,4 @@
-"""Concurrent-writer workflows of the `stress` split (issue 19).
+"""Concurrent-writer workflows of the `stress` split.
 
 A DEV/VAL/TEST task again, under another id, with another client of the same services
 acting between the agent's steps (`specs.ConcurrentWriter`): in the control episode and

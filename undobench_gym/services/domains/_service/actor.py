@@ -1,5 +1,5 @@
 """Who made a mutation: the agent (through the fault proxy) or the stack's concurrent
-writer (issue 19), another client of the same service that calls the same routes through
+writer, another client of the same service that calls the same routes through
 the admin port. Commit-log rows carry the actor, so that the oracles never count the
 writer's effects as the agent's."""
 

@@ -18,7 +18,7 @@ from undobench_gym.services.domains.workflows_stress import (
 )
 
 WORKFLOWS = [CANARY, RESTART, ROLLBACK, CUTOVER]
-#: The stress split (issue 19): the same tasks under fault schedules.
+#: The stress split: the same tasks under fault schedules.
 STRESS = [
     stress(RESTART, crash_then_lost_ack("scale_deployment")),
     stress(CANARY, retries_dropped("register_endpoint"), lost_ack_twice("create_deployment")),

@@ -1,4 +1,4 @@
-"""Cloud under a concurrent writer (issue 19): right after the agent scales the blue
+"""Cloud under a concurrent writer: right after the agent scales the blue
 deployment, another operator (the autoscaler, for a load spike) scales it again, to two
 replicas more. If the agent's scale lost its answer, a blind re-send, or a read-back that
 sees the other count and concludes the scale never landed, scales it back and undoes the

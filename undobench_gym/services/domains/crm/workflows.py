@@ -20,7 +20,7 @@ from undobench_gym.services.domains.workflows_stress import (
 )
 
 WORKFLOWS = [CONVERT, RENEW, FIX, CLOSE]
-#: The stress split (issue 19): the same tasks under fault schedules.
+#: The stress split: the same tasks under fault schedules.
 STRESS = [
     stress(CLOSE, crash_then_lost_ack("set_opportunity_amount")),
     stress(FIX, retries_dropped("unenroll_contact"), lost_ack_twice("enroll_contact")),

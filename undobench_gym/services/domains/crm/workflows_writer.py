@@ -1,4 +1,4 @@
-"""CRM under a concurrent writer (issue 19): right after the agent records the deal's
+"""CRM under a concurrent writer: right after the agent records the deal's
 final amount, the account manager corrects it (a late discount). If the agent's write
 lost its answer, a blind re-send, or a read-back that sees the other amount and concludes
 the write never landed, overwrites the correction; the deal must keep it."""

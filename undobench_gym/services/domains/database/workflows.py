@@ -20,7 +20,7 @@ from undobench_gym.services.domains.workflows_stress import (
 )
 
 WORKFLOWS = [TRANSFER, DIVIDEND, ORDER, MIGRATION, UPGRADE]
-#: The stress split (issue 19): the same tasks under fault schedules.
+#: The stress split: the same tasks under fault schedules.
 STRESS = [
     stress(TRANSFER, crash_then_lost_ack("adjust_balance")),
     stress(UPGRADE, retries_dropped("adjust_balance"), lost_ack_twice("adjust_balance")),

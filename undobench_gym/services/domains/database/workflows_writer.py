@@ -1,4 +1,4 @@
-"""The database under a concurrent writer (issue 19): another client credits the target
+"""The database under a concurrent writer: another client credits the target
 account the same amount with the same memo right after the agent's credit was dropped
 before the service. The audit trail now shows a new credit carrying everything the agent
 sent; the agent's own credit must still be applied, exactly once."""

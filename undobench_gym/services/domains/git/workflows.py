@@ -20,7 +20,7 @@ from undobench_gym.services.domains.workflows_stress import (
 )
 
 WORKFLOWS = [CONFIG, BACKPORT, REVERT, RELEASE, MERGE]
-#: The stress split (issue 19): the same tasks under fault schedules.
+#: The stress split: the same tasks under fault schedules.
 STRESS = [
     stress(MERGE, crash_then_lost_ack("commit_file")),
     stress(REVERT, retries_dropped("revert_commit"), lost_ack_twice("commit_file")),

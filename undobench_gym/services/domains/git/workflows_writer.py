@@ -1,4 +1,4 @@
-"""Git under a concurrent writer (issue 19): a colleague pushes a commit to main right
+"""Git under a concurrent writer: a colleague pushes a commit to main right
 after the agent's commit of the config file, amending the same file (a review note). If
 the agent's commit lost its answer, a blind re-send, or a read-back that sees the
 colleague's content and concludes the commit never landed, commits the old content on

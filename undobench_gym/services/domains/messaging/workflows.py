@@ -19,7 +19,7 @@ from undobench_gym.services.domains.workflows_stress import (
 )
 
 WORKFLOWS = [BATCH, STATUSPAGE, SMS, PAGE]
-#: The stress split (issue 19): the same tasks under fault schedules.
+#: The stress split: the same tasks under fault schedules.
 STRESS = [
     stress(PAGE, crash_then_lost_ack("trigger_page")),
     stress(SMS, retries_dropped("post_chat_message"), lost_ack_twice("send_sms")),

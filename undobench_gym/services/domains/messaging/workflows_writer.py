@@ -1,4 +1,4 @@
-"""Messaging under a concurrent writer (issue 19): another user posts the same words in
+"""Messaging under a concurrent writer: another user posts the same words in
 the #ops channel right after the agent's post was dropped before the service. A
 read-back of the channel shows a new post with the agent's text; the agent's own post
 must still be made, exactly once."""

@@ -19,7 +19,7 @@ from undobench_gym.services.domains.workflows_stress import (
 )
 
 WORKFLOWS = [CHARGE, RENEW, REFUND, PAYOUT, WIRE]
-#: The stress split (issue 19): the same tasks under fault schedules.
+#: The stress split: the same tasks under fault schedules.
 STRESS = [
     stress(RENEW, crash_then_lost_ack("renew_subscription")),
     stress(REFUND, retries_dropped("create_refund"), lost_ack_twice("create_charge")),

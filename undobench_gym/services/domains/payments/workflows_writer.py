@@ -1,4 +1,4 @@
-"""Payments under a concurrent writer (issue 19): another billing client charges the same
+"""Payments under a concurrent writer: another billing client charges the same
 customer the same amount, with the same description, right after the agent's charge was
 dropped before the service. A read-back now shows a new charge carrying everything the
 agent sent; the agent's own charge must still be made, exactly once."""

@@ -374,7 +374,7 @@ PROVISION = WorkflowSpec(
 )
 
 WORKFLOWS = [PUBLISH, ROLLBACK, PROMOTE, DATASET, PROVISION]
-#: The stress split (issue 19): the same tasks under fault schedules.
+#: The stress split: the same tasks under fault schedules.
 STRESS = [
     stress(PROMOTE, crash_then_lost_ack("copy_object")),
     stress(PROVISION, retries_dropped("put_object"), lost_ack_twice("put_object")),

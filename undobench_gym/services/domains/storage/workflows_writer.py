@@ -1,4 +1,4 @@
-"""Storage under a concurrent writer (issue 19): right after the agent copies the build
+"""Storage under a concurrent writer: right after the agent copies the build
 to production, another release engineer uploads a hotfix build to the same key. If the
 agent's copy lost its answer, a blind re-send, or a read-back that sees another ETag and
 concludes the copy never landed, copies the old build over the hotfix; production must

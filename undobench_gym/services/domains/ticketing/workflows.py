@@ -18,7 +18,7 @@ from undobench_gym.services.domains.workflows_stress import (
 )
 
 WORKFLOWS = [OPEN_AND_PAGE, RESOLVE, RETRACT, ESCALATE]
-#: The stress split (issue 19): the same tasks under fault schedules.
+#: The stress split: the same tasks under fault schedules.
 STRESS = [
     stress(RESOLVE, crash_then_lost_ack("resolve_incident")),
     stress(RETRACT, retries_dropped("retract_page"), lost_ack_twice("page_responder")),

@@ -1,4 +1,4 @@
-"""Ticketing under a concurrent writer (issue 19): right after the agent assigns the new
+"""Ticketing under a concurrent writer: right after the agent assigns the new
 incident, another operator reassigns it to a colleague of the same team. If the agent's
 assignment lost its answer, a blind re-send, or a read-back that sees the other assignee
 and concludes the assignment never landed, overwrites the other operator's update; the
