@@ -1,4 +1,7 @@
-"""trials.jsonl: one pair per line, appended, flushed and fsynced per line; resumable."""
+"""trials.jsonl: one pair per line, appended, flushed and fsynced per line; resumable.
+
+Every record is checked against the schema (`core.schema`) when it is written and when it
+is read back; a line that does not fit is reported with its number."""
 
 from __future__ import annotations
 
@@ -8,21 +11,61 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
+from pydantic import ValidationError
+
+from undobench_gym.contract.errors import UndoBenchError
+from undobench_gym.core.schema import SCHEMA_VERSION, VERSION_KEY, PairRecord
+
+
+class TrialFileError(UndoBenchError):
+    """A trial record this build cannot take: broken JSON, another schema version, or a
+    record that does not fit the schema."""
+
+
+def check_record(record: Any, where: str) -> None:
+    """Raise `TrialFileError` naming `where` (file:line, or the pair) unless `record` is a
+    pair record of this schema version."""
+    if not isinstance(record, dict):
+        raise TrialFileError(
+            f"{where}: a trial record is a JSON object, not {type(record).__name__}"
+        )
+    version = record.get(VERSION_KEY, SCHEMA_VERSION)  # records before versioning: 1
+    if version != SCHEMA_VERSION:
+        raise TrialFileError(
+            f"{where}: schema version {version!r}; this build reads version {SCHEMA_VERSION}"
+        )
+    try:
+        PairRecord.model_validate(record)
+    except ValidationError as exc:
+        first = exc.errors()[0]
+        loc = ".".join(str(part) for part in first["loc"]) or "(record)"
+        more = f" (and {exc.error_count() - 1} more)" if exc.error_count() > 1 else ""
+        raise TrialFileError(f"{where}: {loc}: {first['msg']}{more}") from None
+
 
 def read_trials(path: Path) -> list[dict[str, Any]]:
     return list(iter_trials(path))
 
 
 def iter_trials(path: Path) -> Iterator[dict[str, Any]]:
+    """The records of `path`, each checked; a last line that a crash cut short is not a
+    trial and is left out."""
     if not path.exists():
         return
     with path.open(encoding="utf-8") as fh:
-        for line in fh:
+        for number, line in enumerate(fh, start=1):
             if not line.endswith("\n"):
                 return  # a line cut short by a crash is not a trial
             line = line.strip()
-            if line:
-                yield json.loads(line)
+            if not line:
+                continue
+            where = f"{path}:{number}"
+            try:
+                record = json.loads(line)
+            except json.JSONDecodeError as exc:
+                raise TrialFileError(f"{where}: not a JSON line ({exc.msg})") from None
+            check_record(record, where)
+            yield record
 
 
 def repair_tail(path: Path) -> None:
@@ -48,6 +91,8 @@ class TrialWriter:
     def write(self, trial: dict[str, Any]) -> None:
         if trial["pair_id"] in self.done:
             return
+        trial.setdefault(VERSION_KEY, SCHEMA_VERSION)
+        check_record(trial, f"pair {trial['pair_id']}")
         self._fh.write(json.dumps(trial, sort_keys=True, default=str) + "\n")
         self._fh.flush()
         os.fsync(self._fh.fileno())
