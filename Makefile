@@ -85,6 +85,7 @@ images: $(STAMP)
 lint: $(STAMP)
 	$(BIN)/ruff check .
 	$(BIN)/ruff format --check .
+	$(BIN)/lint-imports
 
 typecheck: $(STAMP)
 	MYPY=$(abspath $(BIN))/mypy scripts/typecheck.sh
