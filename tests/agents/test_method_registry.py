@@ -156,3 +156,16 @@ def test_unregister_gives_back_the_original_registry() -> None:
     assert before == (methods.METHODS, methods.DESCRIPTIONS)
     with pytest.raises(UndoBenchError, match="unknown method"):
         methods.method(NAME)
+
+
+def test_a_sweep_accepts_a_method_registered_after_its_import() -> None:
+    from undobench_gym.harness.sweep import SweepSpec
+
+    with pytest.raises(ValueError, match=f"unknown method '{NAME}'"):
+        SweepSpec.model_validate({"split": "test", "methods": [NAME], "seeds": [1]})
+    methods.register(SPEC)
+    try:
+        spec = SweepSpec.model_validate({"split": "test", "methods": [NAME], "seeds": [1]})
+        assert spec.methods == [NAME]
+    finally:
+        methods.unregister(NAME)

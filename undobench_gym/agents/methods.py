@@ -37,7 +37,6 @@ __all__ = [
     "BUILTIN",
     "DESCRIPTIONS",
     "METHODS",
-    "PLANNED",
     "MethodSpec",
     "agent_transcript",
     "applicable",
@@ -167,8 +166,6 @@ _REGISTRY: dict[str, MethodSpec] = {}
 #: The registered names, in registration order (rebound by `register`/`unregister`: read
 #: it as `methods.METHODS` to see methods registered after your import).
 METHODS: tuple[str, ...] = ()
-#: Every method in the contract is available; kept so older imports keep working.
-PLANNED: tuple[str, ...] = ()
 #: name -> one-line description (updated in place by `register`/`unregister`).
 DESCRIPTIONS: dict[str, str] = {}
 

@@ -29,7 +29,7 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
 
-from undobench_gym.agents.methods import METHODS, PLANNED
+from undobench_gym.agents import methods as method_registry
 from undobench_gym.contract.errors import UndoBenchError
 from undobench_gym.contract.specs import Boundary
 from undobench_gym.core.catalog import all_workflows, find_workflow
@@ -128,10 +128,10 @@ class SweepSpec(BaseModel):
     @field_validator("methods")
     @classmethod
     def _known_methods(cls, value: list[str]) -> list[str]:
+        known = method_registry.METHODS  # read live: a method registered after import counts
         for m in value:
-            if m not in METHODS:
-                extra = " (planned, not available yet)" if m in PLANNED else ""
-                raise ValueError(f"unknown method {m!r}{extra}; choose from {', '.join(METHODS)}")
+            if m not in known:
+                raise ValueError(f"unknown method {m!r}; choose from {', '.join(known)}")
         return list(dict.fromkeys(value))
 
     @field_validator("workflows")
