@@ -7,7 +7,7 @@ OUT ?= runs/quickstart
 # The reliability fuzzers' depth in `make test` (CI); `make reliability` runs them at 1.
 UB_FUZZ_SCALE ?= 0.25
 
-.PHONY: constraints smoke-pythons setup serve-setup serve-python-setup run test real-model reliability images lint typecheck bench clean
+.PHONY: constraints smoke-pythons test-all setup serve-setup serve-python-setup run test real-model reliability images lint typecheck bench clean
 
 # llama.cpp is compiled from source once, for x86-64-v3 (AVX2, FMA, F16C) rather than
 # -march=native, so what is kept runs on any machine of this kind: upstream `llama-server`
@@ -63,13 +63,24 @@ PARALLEL_TESTS := tests/envs tests/evaluation tests/proxies tests/test_actions.p
 	tests/test_catalogue.py tests/test_specs.py tests/test_oracles.py \
 	tests/test_adversarial.py tests/test_adversarial_handover.py tests/test_no_tells.py \
 	tests/test_golden_episodes.py tests/test_architecture.py tests/test_boundaries.py \
-	tests/test_tiny_domain.py
+	tests/test_tiny_domain.py tests/test_trial_schema.py tests/test_readme.py \
+	tests/agents/test_methods.py tests/agents/test_method_registry.py \
+	tests/agents/test_resumption.py tests/agents/test_zero_privilege.py \
+	tests/agents/test_prompt.py tests/agents/test_llm_interop.py \
+	tests/rl/test_demos.py tests/rl/test_faults.py tests/rl/test_grpo_support.py \
+	tests/rl/test_rewards.py tests/rl/test_trl_env.py tests/rl/test_train_grpo_tiny.py
+# What `make test` leaves out: `heavy` tests (minutes of CPU each, with a faster test of the
+# same path in the suite) and GPU tests. `make test-all` runs the heavy ones too.
+TEST_MARKS ?= not gpu and not heavy
 
 # --durations: where CI's time goes, printed with every run.
 test: $(STAMP)
-	$(BIN)/python -m pytest -m "not gpu" -q -n 2 --dist loadgroup --durations=15 $(PARALLEL_TESTS)
-	UB_FUZZ_SCALE=$(UB_FUZZ_SCALE) $(BIN)/python -m pytest -m "not gpu" -q --durations=40 \
+	$(BIN)/python -m pytest -m "$(TEST_MARKS)" -q -n 2 --dist loadgroup --durations=15 $(PARALLEL_TESTS)
+	UB_FUZZ_SCALE=$(UB_FUZZ_SCALE) $(BIN)/python -m pytest -m "$(TEST_MARKS)" -q --durations=40 \
 		$(addprefix --ignore=,$(PARALLEL_TESTS))
+
+test-all: $(STAMP)
+	$(MAKE) test TEST_MARKS="not gpu"
 
 # A real model in the loop (llama-server + SmolLM2 and Qwen2.5-Coder-1.5B on the CPU): CI's
 # real-model sweep.

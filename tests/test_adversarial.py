@@ -17,7 +17,9 @@ DOC = Path(__file__).resolve().parents[1] / "docs" / "validity.md"
 BEGIN, END = "<!-- adversarial table: begin -->", "<!-- adversarial table: end -->"
 
 
-@pytest.fixture(scope="module")
+# Session scope: loadgroup keeps the group on one worker, but not in one run of tests, and a
+# module fixture would be rebuilt each time the worker comes back to this module.
+@pytest.fixture(scope="session")
 def rows() -> list:
     return run_suite()
 

@@ -20,7 +20,8 @@ DOC = Path(__file__).resolve().parents[1] / "docs" / "validity.md"
 BEGIN, END = "<!-- handover table: begin -->", "<!-- handover table: end -->"
 
 
-@pytest.fixture(scope="module")
+# Session scope: see tests/test_adversarial.py.
+@pytest.fixture(scope="session")
 def rows() -> list:
     return run_suite()
 

