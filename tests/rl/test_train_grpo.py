@@ -11,12 +11,11 @@ from __future__ import annotations
 import importlib.util
 import math
 from pathlib import Path
-from types import ModuleType
 from typing import Any
 
 import pytest
 
-EXAMPLE = Path(__file__).resolve().parents[2] / "examples" / "train_grpo.py"
+from . import train_grpo_example
 
 pytestmark = [
     pytest.mark.slow,
@@ -31,21 +30,13 @@ pytestmark = [
 ]
 
 
-def _example() -> ModuleType:
-    spec = importlib.util.spec_from_file_location("train_grpo", EXAMPLE)
-    assert spec is not None and spec.loader is not None
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module
-
-
 @pytest.fixture(scope="module")
 def smoke(tmp_path_factory: pytest.TempPathFactory) -> tuple[dict[str, Any], Path]:
     out = tmp_path_factory.mktemp("grpo-smoke")
     # The run is seeded (Python, numpy, torch): with seed 1 the first group has a reward
     # spread on this machine (seed 0: rewards 0/0 in both groups, measured 2026-12-03), so
     # the GRPO update is checked; elsewhere a run without a spread is a named skip.
-    return _example().main(["--smoke", "--seed", "1", "--out", str(out)]), out
+    return train_grpo_example().main(["--smoke", "--seed", "1", "--out", str(out)]), out
 
 
 def test_the_warm_start_trains_the_lora_on_demonstrations_and_the_harness_evaluates(

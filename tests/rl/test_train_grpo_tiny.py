@@ -12,27 +12,17 @@ from __future__ import annotations
 import importlib.util
 import math
 from pathlib import Path
-from types import ModuleType
 from typing import Any
 
 import pytest
 
 from ..agents.test_llm_agents import tiny_model
-
-EXAMPLE = Path(__file__).resolve().parents[2] / "examples" / "train_grpo.py"
+from . import train_grpo_example
 
 pytestmark = pytest.mark.skipif(
     any(importlib.util.find_spec(m) is None for m in ("trl", "peft", "transformers", "torch")),
     reason="needs the rl and train extras",
 )
-
-
-def _example() -> ModuleType:
-    spec = importlib.util.spec_from_file_location("train_grpo_tiny", EXAMPLE)
-    assert spec is not None and spec.loader is not None
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module
 
 
 def _tool_template_model(folder: Path) -> Path:
@@ -51,7 +41,7 @@ def test_the_training_example_runs_every_stage_on_a_tiny_model(tmp_path: Path) -
     model = _tool_template_model(tmp_path / "tiny")
     out = tmp_path / "grpo"
     argv = ["--smoke", "--seed", "1", "--model", str(model), "--out", str(out)]
-    result: dict[str, Any] = _example().main(argv)
+    result: dict[str, Any] = train_grpo_example().main(argv)
     warm = result["warm_start"]
     assert warm["demos"] >= 2 and all(math.isfinite(x) for x in warm["losses"])
     assert result["lora_tensors"] > 0 and result["lora_changed_by_warm_start"] > 0
