@@ -18,7 +18,7 @@ models (a field's order or a float's text is never rewritten).
 
 from __future__ import annotations
 
-from typing import Any, Literal
+from typing import Any, Final, Literal
 
 from pydantic import BaseModel, ConfigDict, Field
 
@@ -26,7 +26,7 @@ from undobench_gym.contract.specs import Verdict
 
 #: The version this build writes and reads. A record of another version is refused on read
 #: with its line number (convert it, or read it with the build that wrote it).
-SCHEMA_VERSION = 1
+SCHEMA_VERSION: Final = 1
 #: The record key that holds the version.
 VERSION_KEY = "schema_version"
 
