@@ -18,8 +18,7 @@ WF = "pay-charge-customer"
 
 pytestmark = [
     pytest.mark.slow,
-    # The tests build on one factory in order (a rollout's env made by an earlier test):
-    # one worker, and a fixture that is not rebuilt when the worker runs other modules.
+    # One factory (its stacks) for the module, on one worker.
     pytest.mark.xdist_group("trl_env"),
     pytest.mark.skipif(
         importlib.util.find_spec("transformers") is None, reason="needs the train extra"
@@ -41,6 +40,14 @@ def _tools(env: UndoBenchTRLEnv) -> dict[str, Any]:
         for n, _ in inspect.getmembers(type(env), predicate=inspect.isfunction)
         if not n.startswith("_") and n not in ("reset", "get_reward")
     }
+
+
+def _instance(factory: UndoBenchEnvFactory, n: int) -> UndoBenchTRLEnv:
+    """The factory's n-th rollout env, made here when no earlier test made it (xdist may run
+    this module's tests in another order)."""
+    while len(factory.instances) <= n:
+        factory()
+    return factory.instances[n]
 
 
 def _charge(env: UndoBenchTRLEnv) -> str:
@@ -84,7 +91,7 @@ def test_a_group_shares_the_task_and_draws_the_fault_per_rollout(
 def test_the_reward_is_the_verdict_a_retried_lost_ack_charges_twice(
     factory: UndoBenchEnvFactory,
 ) -> None:
-    env = factory.instances[0]
+    env = _instance(factory, 0)
     seed, scenario = 5, None
     while scenario != "lost-ack":  # the next rollout of seed 5 that draws the fault
         env.reset(seed=seed, workflow=WF)
@@ -113,7 +120,7 @@ def test_the_reward_is_the_verdict_a_retried_lost_ack_charges_twice(
 def test_verify_before_retry_earns_the_reward(
     factory: UndoBenchEnvFactory,
 ) -> None:
-    env = factory.instances[1]
+    env = _instance(factory, 1)
     while True:
         env.reset(seed=23, workflow=WF)
         if env._record["scenario"] == "lost-ack":
