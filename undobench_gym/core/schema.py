@@ -53,11 +53,9 @@ class EffectCounts(_Strict):
     safe_reissues: int | None = 0
 
 
-class FaultOutcome(BaseModel):
+class FaultOutcome(_Strict):
     """Whether the fault happened as planned, and how (`core.boundaries.fault_outcome`).
     A cascade's record adds `schedule` and `faults` (one outcome per fault)."""
-
-    model_config = ConfigDict(extra="forbid")
 
     as_planned: bool
     reason: str | None = None

@@ -175,10 +175,10 @@ def settle_found(
             f"reading back showed this call's record, possibly half-done; finishing it with "
             f"{resume.tool} failed (below), so it is neither done nor sent again"
         )
-        refused = {**obs, "tool": call.tool}
-        refused["recovery"] = {"method": method, "committed": True, "resumed_with": resume.tool}
-        refused["recovery"]["note"] = note
-        return json.dumps(refused, default=str), None
+        text = json.dumps({**obs, "tool": call.tool}, default=str)
+        return annotate(
+            text, method=method, committed=True, resumed_with=resume.tool, note=note
+        ), None
     answer = json.loads(found)
     answer["status"], answer["body"] = status_of(obs), obs.get("body")
     answer["recovery"]["resumed_with"] = resume.tool
