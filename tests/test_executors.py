@@ -198,7 +198,7 @@ def test_scheduler_keeps_a_control_group_on_the_worker_that_ran_its_control() ->
     assert Scheduler(plain).pop_for([], set(), 0) == plain[0]
 
 
-def test_only_a_deterministic_agent_shares_controls() -> None:
+def test_only_an_agent_whose_control_ignores_the_scenario_shares_it() -> None:
     trials = expand(["pay-split-payout"], None, ["bare"], [1])
     tasks, _ = build_tasks(trials, agent_spec="scripted", framework=None, runtime="process",
                            max_steps=20)  # fmt: skip
@@ -210,6 +210,11 @@ def test_only_a_deterministic_agent_shares_controls() -> None:
     theirs, _ = build_tasks(trials, agent_spec=HERE + "NotDeclared", framework=None,
                             runtime="process", max_steps=20)  # fmt: skip
     assert {t.share_control for t in theirs} == {False}
+    # A model agent's turns are seeded by the task instance, not the scenario: it shares.
+    model, _ = build_tasks(trials, agent_spec="openai:m@http://127.0.0.1:9/v1", framework="F1",
+                           runtime="process", max_steps=20)  # fmt: skip
+    assert {t.share_control for t in model} == {True}
+    assert len({t.control_key for t in model}) == 1
 
 
 class NotDeclared(ScriptedAgent):

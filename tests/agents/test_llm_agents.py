@@ -260,6 +260,32 @@ def test_cli_run_with_an_openai_agent(
     assert {r["max_tokens"] for r in fake_server.requests} == {256}
 
 
+def test_a_model_agent_shares_a_control_across_scenarios(
+    fake_server: Any, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The turns are seeded by the task instance, so the control of two scenarios is one
+    episode: run once and named in `control_from`, and the same as each pair's own."""
+    from undobench_gym.core.trials import read_trials
+    from undobench_gym.harness.cli import main
+
+    fake_server.policy = gold()
+    args = ["run", "--workflows", WF.id, "--scenarios", "lost-ack,pre-503", "--method", "bare"]
+    args += ["--seeds", "1", "--agent", f"openai:fake@{fake_server.base_url}", "--quiet"]
+    runs = {}
+    for name, extra in (("shared", []), ("own", ["--own-controls"])):
+        out = tmp_path / name
+        assert main([*args, "--framework", "F1", "--out", str(out), *extra]) == 0
+        runs[name] = {t["scenario"]: t for t in read_trials(out / "trials.jsonl")}
+    shared, own = runs["shared"], runs["own"]
+    assert sorted(shared) == sorted(own) == ["lost-ack", "pre-503"]
+    reused = [t for t in shared.values() if t.get("control_from")]
+    assert len(reused) == 1 and not any(t.get("control_from") for t in own.values())
+    for scenario, t in shared.items():
+        assert t["control"]["success"] is True
+        assert t["control"]["transcript"] == own[scenario]["control"]["transcript"]
+        assert t["fault"]["transcript"] == own[scenario]["fault"]["transcript"]
+
+
 # ---- specs, config, parsing (no server) ---------------------------------------------
 
 

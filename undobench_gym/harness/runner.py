@@ -158,8 +158,9 @@ def build_tasks(
 ) -> tuple[list[TrialTask], dict[str, dict[str, Any]]]:
     """Pairs as executor tasks, plus each pair's agent name/model/framework. Builds every
     agent once here, so a bad agent spec fails before any stack starts. With
-    `share_controls`, the pairs of an agent that declares itself `deterministic` share one
-    control episode per workflow, method and seed (see `pairing.run_pair`)."""
+    `share_controls`, the pairs of an agent that declares itself `deterministic` (the
+    scripted agent) or `seeded_controls` (a model agent whose turns are seeded by the task
+    instance) share one control episode per workflow, method and seed (`pairing.run_pair`)."""
     agents: dict[tuple[str, str | None], dict[str, Any]] = {}
     tasks: list[TrialTask] = []
     info: dict[str, dict[str, Any]] = {}
@@ -172,6 +173,8 @@ def build_tasks(
                 "model": getattr(a, "model", None),
                 "framework": fw or getattr(a, "framework", None),
                 "deterministic": getattr(a, "deterministic", False) is True,
+                "shares_controls": getattr(a, "deterministic", False) is True
+                or getattr(a, "seeded_controls", False) is True,
             }
         meta = agents[spec, fw]
         pid = t.pair_id(meta["name"])
@@ -196,7 +199,7 @@ def build_tasks(
                 runtime,
                 max_steps,
                 http_timeout,
-                share_controls and meta["deterministic"],
+                share_controls and meta["shares_controls"],
             )
         )
     return tasks, info

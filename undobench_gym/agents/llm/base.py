@@ -185,6 +185,12 @@ class LLMAgent:
     """Base of F1/F2. `stats` counts over the agent's life, `episode_stats` per episode."""
 
     framework = ""
+    #: Each turn samples with the seed of the task instance and the turn (`turn_seed`), the
+    #: same in the control and the fault episode, so the control does not depend on the
+    #: scenario: a sweep runs one control for a workflow's scenarios of one method and seed
+    #: (`undobench run --own-controls` to not). Not `deterministic`: a server's batching may
+    #: still move the logits, so two runs of one seed are two samples.
+    seeded_controls = True
 
     def __init__(
         self,

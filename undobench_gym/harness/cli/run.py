@@ -133,8 +133,9 @@ def add(sub: Any) -> None:
     r.add_argument(
         "--own-controls",
         action="store_true",
-        help="every pair runs its own control episode (default: a deterministic agent's "
-        "pairs of one workflow, method and seed share one, recorded in control_from)",
+        help="every pair runs its own control episode (default: the pairs of one workflow, "
+        "method and seed share one, recorded in control_from, where the agent's control "
+        "does not depend on the scenario: the scripted agent, a model agent's seeded turns)",
     )
     r.add_argument(
         "--no-report",

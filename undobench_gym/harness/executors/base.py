@@ -50,7 +50,8 @@ class TrialTask:
     runtime: str
     max_steps: int
     http_timeout: float = DEFAULT_HTTP_TIMEOUT_S  # the env's client timeout for every call
-    # The agent is deterministic and the sweep shares controls: the pairs of one
+    # The agent's control does not depend on the scenario (`deterministic` or
+    # `seeded_controls`) and the sweep shares controls: the pairs of one
     # `control_key` have the same control episode, so a worker runs it once (pairing.py).
     share_control: bool = False
 

@@ -86,7 +86,7 @@ class RunMeta:
                 "planned_pairs": planned,
                 "to_run": todo,
                 "http_timeout_s": http_timeout,
-                # A deterministic agent's pairs of one workflow, method and seed ran one
+                # The pairs of one workflow, method and seed ran one
                 # control episode (records name it in `control_from`).
                 "shared_controls": shared_controls,
                 # `local:` agents: the model server the sweep ran (kind, build, model file,

@@ -1,7 +1,7 @@
 """The driver's queue: pairs grouped by the stack they need, handed to the worker that
 already holds that stack, so stacks start once per worker instead of once per pair.
 
-Pairs that share a control episode (`TrialTask.control_key`: a deterministic agent's
+Pairs that share a control episode (`TrialTask.control_key`: an agent's
 scenarios of one workflow, method and seed) stay together: they are queued next to each
 other, and once a worker takes one of them the rest are kept for that worker, whose cache
 holds the control it ran.

@@ -164,7 +164,7 @@ class SharedControl:
 
 
 class ControlCache:
-    """Control episodes of deterministic agents by `TrialTask.control_key`, the most
+    """Shared control episodes by `TrialTask.control_key`, the most
     recent `size` kept: the scheduler hands a worker a control group's pairs in a row."""
 
     def __init__(self, size: int = 256) -> None:
