@@ -271,6 +271,20 @@ def _bind(
     )
 
 
+def _names_a(comp: PublicTool, param: str, noun: str) -> bool:
+    """`comp` requires `param` as the address of one `noun`: in its body, or in its path
+    right after the `<noun>s` collection (`/enrollments/{enrollment_id}/unenroll`). A
+    deployment id under another collection (`/endpoints/{deployment_id}`: a catalog entry)
+    addresses something else."""
+    if param not in comp.required:
+        return False
+    if param not in comp.path_params:
+        return True
+    segments = comp.path.strip("/").split("/")
+    at = segments.index("{" + param + "}")
+    return at > 0 and singular(segments[at - 1]) == noun
+
+
 def compensation_for(forward: PublicTool, tools: dict[str, PublicTool]) -> Compensation | None:
     """The compensating tool (`compensatingHint`, among `tools`) that undoes `forward`.
 
@@ -278,11 +292,12 @@ def compensation_for(forward: PublicTool, tools: dict[str, PublicTool]) -> Compe
     DELETE of one item of that same collection (`<path>/{param}`): a created entry is
     removed. Rule 2 (offsetting record): `forward` POSTs to a collection of `<noun>s`, is
     not idempotent (an additive or irreversible-send effect), and the compensating tool
-    requires `<noun>_id` (or `<noun>`), filled from the forward response's `id`: a charge
-    is offset by a refund of that charge, an enrollment by unenrolling it, a page by
-    retracting it. An idempotent create is undone only by rule 1 (reopening an opened
-    incident is not undoing its creation), and a `set` by neither (undoing one needs the
-    value it replaced, which only a read before the write would give).
+    requires `<noun>_id` (or `<noun>`) as the address of one `<noun>` (`_names_a`), filled
+    from the forward response's `id`: a charge is offset by a refund of that charge, an
+    enrollment by unenrolling it, a page by retracting it. An idempotent create is undone
+    only by rule 1 (reopening an opened incident is not undoing its creation), and a `set`
+    by neither (undoing one needs the value it replaced, which only a read before the
+    write would give).
     """
     if forward.read_only or forward.compensating or forward.method != "POST":
         return None
@@ -302,7 +317,7 @@ def compensation_for(forward: PublicTool, tools: dict[str, PublicTool]) -> Compe
             source = set() if param in forward.carried else {param}
             found = _bind(forward, comp, source, "rest-delete")
         elif not forward.idempotent:
-            ids = {n for n in (f"{noun}_id", noun) if n in comp.required}
+            ids = {n for n in (f"{noun}_id", noun) if _names_a(comp, n, noun)}
             found = _bind(forward, comp, ids, "offsetting-record") if ids else None
         else:
             found = None

@@ -61,12 +61,15 @@ def log_effect(
     key: str | None,
     service_id: str,
     deployment_id: str | None = None,
+    *,
+    ref: str | None = None,
+    undoes: dict[str, Any] | None = None,
     **detail: Any,
 ) -> None:
     """An effect's activity-log row (named after its op) and its commit-log row, in that
-    order: both read the virtual clock."""
+    order: both read the virtual clock. `ref` and `undoes` go to the commit-log row."""
     event(s, effect.op, service_id, deployment_id, **detail)
-    effect.commit(s, args, key)
+    effect.commit(s, args, key, ref=ref, undoes=undoes)
 
 
 def active_deployment(s: Session, service_id: str, colour: str) -> Deployment | None:
@@ -127,9 +130,11 @@ def deploy_revision(
     health: str = "healthy",
     key: str | None = None,
     effect: Effect = DEPLOY,
+    undoes: dict[str, Any] | None = None,
 ) -> Deployment:
     """A new revision in one slot: it becomes active, the slot's previous one superseded.
-    `effect` names what the revision is (a deployment, or a rollback's redeploy)."""
+    `effect` names what the revision is (a deployment, or a rollback's redeploy, which
+    `undoes` the revision it supersedes)."""
     previous = active_deployment(s, svc.id, colour)
     if previous is not None:
         previous.status = "superseded"
@@ -150,7 +155,9 @@ def deploy_revision(
     args = {"service_id": svc.id, "colour": colour, "image": image, "replicas": replicas}
     detail = {"colour": colour, "image": image, "replicas": replicas, "revision": dep.revision}
     replaced = previous.id if previous else None
-    log_effect(s, effect, args, key, svc.id, dep.id, **detail, replaced=replaced)
+    log_effect(
+        s, effect, args, key, svc.id, dep.id, ref=dep.id, undoes=undoes, **detail, replaced=replaced
+    )
     s.flush()
     return dep
 
@@ -208,7 +215,8 @@ def set_weights(s: Session, svc: Service, new: dict[str, int], key: str | None =
             s.add(Traffic(service_id=svc.id, colour=colour, weight=new[colour]))
         else:
             t.weight = new[colour]
-    log_effect(s, SET_TRAFFIC, {"service_id": svc.id, **new}, key, svc.id, None, **new)
+    detail: dict[str, Any] = dict(new)  # the weights, in the caller's order
+    log_effect(s, SET_TRAFFIC, {"service_id": svc.id, **new}, key, svc.id, None, **detail)
 
 
 def service_view(s: Session, svc: Service) -> dict[str, Any]:

@@ -253,7 +253,18 @@ def deregister_endpoint(
             )
         view = row(ep)
         s.delete(ep)
-        log_effect(s, DEREGISTER, args, key, service_id, deployment_id, address=view["address"])
+        # Removing an entry undoes its registration (a repair, if it was not wanted).
+        undoes = {"op": REGISTER.op, "identity": args}
+        log_effect(
+            s,
+            DEREGISTER,
+            args,
+            key,
+            service_id,
+            deployment_id,
+            undoes=undoes,
+            address=view["address"],
+        )
         return 200, {**view, "deregistered": True}
 
     return run_mutation(

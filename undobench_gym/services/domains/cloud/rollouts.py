@@ -49,7 +49,12 @@ from undobench_gym.services.domains.cloud.common import (
     set_weights,
     weights,
 )
-from undobench_gym.services.domains.cloud.effects import RESUME_CUTOVER, ROLLBACK, START_CUTOVER
+from undobench_gym.services.domains.cloud.effects import (
+    DEPLOY,
+    RESUME_CUTOVER,
+    ROLLBACK,
+    START_CUTOVER,
+)
 from undobench_gym.services.domains.cloud.fixture import cutover_id as new_cutover_id
 from undobench_gym.services.domains.cloud.models import Cutover, Deployment, Service
 from undobench_gym.services.domains.cloud.responses import CutoverDetail, RollbackOut
@@ -289,7 +294,12 @@ def rollback_deployment(request: Request, service_id: PathId, body: RollbackIn) 
             raise error(409, "no_history", f"{body.colour} has no earlier revision to go back to")
         require_no_traffic(s, service_id, body.colour, "roll it back")
         image, replicas = previous.image, current.replicas
-        dep = deploy_revision(s, svc, body.colour, image, replicas, key=key, effect=ROLLBACK)
+        # Going back undoes the revision it supersedes, if a deployment made it: a repair,
+        # if that deployment was not wanted.
+        undoes = {"op": DEPLOY.op, "ref": current.id}
+        dep = deploy_revision(
+            s, svc, body.colour, image, replicas, key=key, effect=ROLLBACK, undoes=undoes
+        )
         return 201, {"rolled_back": current.id, "restored_revision": previous.revision, **row(dep)}
 
     return run_mutation(

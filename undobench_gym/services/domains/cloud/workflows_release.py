@@ -55,6 +55,9 @@ CANARY = WorkflowSpec(
         "create_deployment",
         "register_endpoint",
         "set_traffic",
+        # the inverses: an unwanted revision can be rolled back, an entry removed
+        "rollback_deployment",
+        "deregister_endpoint",
     ],
     required_effects=[
         E(

@@ -280,7 +280,7 @@ def enroll_contact(request: Request, sequence_id: PathId, body: EnrollIn) -> JSO
         s.flush()
         s.add(email)
         args = {**payload, "enrollment_id": enr.id, "to_email": contact.email}
-        ENROLL.commit(s, args, key)
+        ENROLL.commit(s, args, key, ref=enr.id)
         s.flush()
         return 201, enrollment_view(s, enr)
 
@@ -313,8 +313,11 @@ def unenroll_contact(request: Request, enrollment_id: PathId) -> JSONResponse:
                 "nothing left to stop",
             )
         args = {**payload, "previous": enr.status}
+        # Stopping an active enrollment undoes it as far as the world allows (its sent
+        # email stays sent): a repair, if the enrollment was not wanted.
+        undoes = {"op": ENROLL.op, "ref": enr.id} if enr.status == "active" else None
         enr.status, enr.updated = "unenrolled", now(s)
-        UNENROLL.commit(s, args, key)
+        UNENROLL.commit(s, args, key, undoes=undoes)
         return 200, enrollment_view(s, enr)
 
     return run_mutation(

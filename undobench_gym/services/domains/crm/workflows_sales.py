@@ -154,6 +154,7 @@ CLOSE = WorkflowSpec(
         "update_opportunity_stage",
         "set_account_tier",
         "enroll_contact",
+        "unenroll_contact",  # the inverse: an unwanted enrollment can be stopped
     ],
     required_effects=[
         E(

@@ -49,6 +49,8 @@ SET_TIER = Effect("account.tier", "set", ("account_id", "tier"))
 CREATE_ORDER = Effect(
     "order.create", "create_unique", ("order_number", "account_id", "total"), "constraint"
 )
+#: Cancelling an open order undoes its creation (a repair, if the order was not wanted).
+CANCEL_ORDER = Effect("order.cancel", "set", ("order_number",), compensation=True)
 
 
 class AdjustmentIn(BaseModel):
@@ -155,9 +157,35 @@ def create_order(request: Request, body: OrderIn) -> JSONResponse:
         audit(
             s, "order.create", account_id=body.account_id, ref=body.order_number, amount=body.total
         )
-        CREATE_ORDER.commit(s, args, key)
+        CREATE_ORDER.commit(s, args, key, ref=o.id)
         return 201, row(o)
 
     return run_mutation(
         request, route="create_order", native=CREATE_ORDER.native, payload=args, apply=apply
+    )
+
+
+@write_route(
+    router, "POST", "/orders/{order_number}/cancel", "cancel_order", CANCEL_ORDER, OrderOut
+)
+def cancel_order(request: Request, order_number: PathId) -> JSONResponse:
+    """Cancel an open order. Cancelling a cancelled order changes nothing; a paid order
+    cannot be cancelled (409: refund it through the payment instead)."""
+    payload = {"order_number": order_number}
+
+    def apply(s: Session, key: str | None) -> tuple[int, Any]:
+        o = s.scalar(select(Order).where(Order.order_number == order_number))
+        if o is None:
+            raise error(404, "resource_missing", f"No order {order_number}")
+        if o.status == "cancelled":
+            return 200, row(o)
+        if o.status != "open":
+            raise error(409, "order_not_open", f"Order {order_number} is {o.status}")
+        o.status = "cancelled"
+        audit(s, "order.cancel", account_id=o.account_id, ref=o.order_number, amount=o.total)
+        CANCEL_ORDER.commit(s, payload, key, undoes={"op": CREATE_ORDER.op, "ref": o.id})
+        return 200, row(o)
+
+    return run_mutation(
+        request, route="cancel_order", native=CANCEL_ORDER.native, payload=payload, apply=apply
     )

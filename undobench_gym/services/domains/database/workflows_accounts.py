@@ -124,7 +124,8 @@ ORDER = WorkflowSpec(
         "Record order {order_number} for account {account_name} ({account_id}) with a total "
         "of {total} cents. Exactly one order {order_number} must exist when you finish."
     ),
-    tools=["get_account", "list_orders", "get_order", "create_order"],
+    # cancel_order: the inverse, so that an order that should not exist can be cancelled
+    tools=["get_account", "list_orders", "get_order", "create_order", "cancel_order"],
     required_effects=[
         E(
             op="order.create",

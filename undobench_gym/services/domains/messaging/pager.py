@@ -45,7 +45,9 @@ router = APIRouter(prefix="/v1")
 #: one is a second real-world effect; the dedup key is the service's guard against that.
 TRIGGER_PAGE = Effect("page.trigger", "irreversible_send", ("service_id",), "constraint")
 ACKNOWLEDGE_PAGE = Effect("page.acknowledge", "set", ("page_id",))
-RESOLVE_PAGE = Effect("page.resolve", "set", ("page_id",))
+#: Resolving a live page undoes its trigger as far as the world allows (the engineer was
+#: paged): a repair, if the page was not wanted.
+RESOLVE_PAGE = Effect("page.resolve", "set", ("page_id",), compensation=True)
 #: An endpoint subscribes to an event once.
 SUBSCRIBE = Effect("webhook.subscribe", "create_unique", ("endpoint_id", "event"), "constraint")
 
@@ -103,7 +105,7 @@ def trigger_page(request: Request, body: PageIn) -> JSONResponse:
             **body.model_dump(),
         )
         s.add(p)
-        TRIGGER_PAGE.commit(s, body.model_dump(), key)
+        TRIGGER_PAGE.commit(s, body.model_dump(), key, ref=p.id)
         flush_or_409(s, f"Dedup key {body.dedup_key} is taken")
         events.append(("page.triggered", p.dedup_key, row(p)))
         return 201, {**row(p), "deduplicated": False}
@@ -112,16 +114,25 @@ def trigger_page(request: Request, body: PageIn) -> JSONResponse:
 
 
 def _move(
-    request: Request, route: str, effect: Effect, event: str, payload: dict[str, Any], move: Move
+    request: Request,
+    route: str,
+    effect: Effect,
+    event: str,
+    payload: dict[str, Any],
+    move: Move,
+    *,
+    undoes_trigger: bool = False,
 ) -> JSONResponse:
     """Move the page `payload` names on in one transaction and answer with it; a move that
-    changed it writes `effect`'s commit-log row and raises `event`."""
+    changed it writes `effect`'s commit-log row (naming the trigger it undoes, with
+    `undoes_trigger`) and raises `event`."""
 
     def apply(s: Session, key: str | None, events: list[Event]) -> tuple[int, Any]:
         p = get_or_404(s, Page, payload["page_id"], "page")
         args = move(s, p)
         if args is not None:
-            effect.commit(s, args, key)
+            undoes = {"op": TRIGGER_PAGE.op, "ref": p.id} if undoes_trigger else None
+            effect.commit(s, args, key, undoes=undoes)
             events.append((event, p.dedup_key, row(p)))
         return 200, row(p)
 
@@ -165,7 +176,9 @@ def resolve_page(request: Request, page_id: PathId, body: ResolveIn) -> JSONResp
         return args
 
     payload = {"page_id": page_id, **body.model_dump()}
-    return _move(request, "resolve_page", RESOLVE_PAGE, "page.resolved", payload, move)
+    return _move(
+        request, "resolve_page", RESOLVE_PAGE, "page.resolved", payload, move, undoes_trigger=True
+    )
 
 
 class SubscriptionIn(BaseModel):

@@ -1,4 +1,5 @@
-"""Chat messages and SMS: each a single transaction, each a message that cannot be unsent."""
+"""Chat messages and SMS: each a single transaction, each a message that cannot be unsent
+(a chat message can be deleted from its channel, after everyone there has seen it)."""
 
 from __future__ import annotations
 
@@ -12,6 +13,7 @@ from sqlalchemy.orm import Session
 from undobench_gym.services.domains._service.kit import (
     Effect,
     KeyHeader,
+    error,
     get_or_404,
     new_id,
     now,
@@ -26,6 +28,9 @@ from undobench_gym.services.domains.messaging.views import ChatMessageOut, SmsOu
 router = APIRouter(prefix="/v1")
 #: A post is the same post whatever its wording: the channel is its identity.
 POST_CHAT = Effect("chat.post", "irreversible_send", ("channel_id",))
+#: Deleting a message undoes its post as far as the world allows (it was seen): a repair,
+#: if the post was not wanted.
+DELETE_CHAT = Effect("chat.delete", "set", ("channel_id", "message_id"), compensation=True)
 #: The same text to the same phone, however worded.
 SEND_SMS = Effect("sms.send", "irreversible_send", ("to",), "native")
 
@@ -52,12 +57,44 @@ def post_chat_message(request: Request, channel_id: PathId, body: ChatIn) -> JSO
         get_or_404(s, Channel, channel_id, "channel")
         m = ChatMessage(id=new_id(s, "msg"), channel_id=channel_id, text=body.text, posted=now(s))
         s.add(m)
-        POST_CHAT.commit(s, payload, key)
+        POST_CHAT.commit(s, payload, key, ref=m.id)
         s.flush()
         return 201, row(m)
 
     return run_mutation(
         request, route="post_chat_message", native=POST_CHAT.native, payload=payload, apply=apply
+    )
+
+
+@write_route(
+    router,
+    "DELETE",
+    "/channels/{channel_id}/messages/{message_id}",
+    "delete_chat_message",
+    DELETE_CHAT,
+    ChatMessageOut,
+)
+def delete_chat_message(request: Request, channel_id: PathId, message_id: PathId) -> JSONResponse:
+    """Delete a message from a chat channel. Whoever read it has read it; the channel no
+    longer shows it. 404 if the channel has no such message (already deleted included)."""
+    payload = {"channel_id": channel_id, "message_id": message_id}
+
+    def apply(s: Session, key: str | None) -> tuple[int, Any]:
+        m = s.get(ChatMessage, message_id)
+        if m is None or m.channel_id != channel_id:
+            raise error(404, "message_not_found", f"#{channel_id} has no message {message_id}")
+        answer = row(m)
+        s.delete(m)
+        DELETE_CHAT.commit(s, payload, key, undoes={"op": POST_CHAT.op, "ref": message_id})
+        s.flush()
+        return 200, answer
+
+    return run_mutation(
+        request,
+        route="delete_chat_message",
+        native=DELETE_CHAT.native,
+        payload=payload,
+        apply=apply,
     )
 
 

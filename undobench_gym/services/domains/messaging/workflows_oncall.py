@@ -165,6 +165,9 @@ PAGE = WorkflowSpec(
         "trigger_page",
         "list_chat_messages",
         "post_chat_message",
+        # the inverses: an unwanted page can be resolved, an unwanted post deleted
+        "resolve_page",
+        "delete_chat_message",
     ],
     required_effects=[
         PAGED,

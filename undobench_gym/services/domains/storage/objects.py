@@ -56,12 +56,25 @@ PUT_OBJECT = Effect(
     "constraint",
     preconditions=("if_match", "if_none_match"),
 )
-DELETE_OBJECT = Effect("object.delete", "set", ("bucket", "key", "version_id"))
+#: A delete undoes the put whose version it removes or hides (a repair, if it was unwanted).
+DELETE_OBJECT = Effect("object.delete", "set", ("bucket", "key", "version_id"), compensation=True)
 COPY_OBJECT = Effect(
     "object.copy", "set", ("bucket", "key", "source_bucket", "source_key", "etag"), "native"
 )
 RESTORE_OBJECT = Effect("object.restore", "set", ("bucket", "key", "version_id"), compensation=True)
 APPEND_OBJECT = Effect("object.append", "additive", ("bucket", "key"))
+
+
+def version_ref(v: ObjectVersion) -> str:
+    """A version's address, what a put's commit-log row says it created."""
+    return f"{v.bucket}/{v.key}?versionId={v.version_id}"
+
+
+def _undoes_put(v: ObjectVersion | None) -> dict[str, Any] | None:
+    """What removing or hiding `v` undoes: the put that wrote it (not a delete marker)."""
+    if v is None or v.delete_marker:
+        return None
+    return {"op": PUT_OBJECT.op, "ref": version_ref(v)}
 
 
 class PutIn(Strict):
@@ -111,7 +124,8 @@ def put_object(request: Request, bucket: PathBucket, body: PutIn) -> JSONRespons
         args = {"bucket": bucket, **body.model_dump(exclude={"body"})}
         # The identity holds the body, which the row's args leave out.
         identity = {"bucket": bucket, "key": body.key, "body": body.body}
-        PUT_OBJECT.commit(s, {**args, "etag": etag, "size": len(data)}, idem, identity)
+        row_args = {**args, "etag": etag, "size": len(data)}
+        PUT_OBJECT.commit(s, row_args, idem, identity, ref=version_ref(v))
         return 200, version_view(v)
 
     return run_collecting(request, PUT_OBJECT, route="put_object", payload=payload, apply=apply)
@@ -141,20 +155,24 @@ def delete_object(
             if row is None:
                 raise error(404, "NoSuchVersion", f"Key {key} has no version {version_id}")
             out.update(version_id=version_id, delete_marker=row.delete_marker, deleted=True)
+            undoes = _undoes_put(row)
             dropped.update(remove_version(s, row))
         elif b.versioning == "Unversioned":
             cur = latest(s, bucket, key)
             if cur is None:
                 return 200, {**out, "version_id": None, "delete_marker": False, "deleted": False}
+            undoes = _undoes_put(cur)
             dropped.update(remove_version(s, cur))
             out.update(version_id=cur.version_id, delete_marker=False, deleted=True)
         else:
+            undoes = _undoes_put(latest(s, bucket, key))  # the version the marker hides
             marker, gone = write_version(
                 s, b, key, etag=None, size=0, blob=None, delete_marker=True
             )
             dropped.update(gone)
             out.update(version_id=marker.version_id, delete_marker=True, deleted=True)
-        DELETE_OBJECT.commit(s, out, idem, payload)  # the version asked for, not the one hit
+        # The identity is the version asked for, not the one hit.
+        DELETE_OBJECT.commit(s, out, idem, payload, undoes=undoes)
         return 200, out
 
     return run_collecting(

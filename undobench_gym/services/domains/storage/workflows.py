@@ -280,7 +280,8 @@ DATASET = WorkflowSpec(
         'no object exists at that key yet (if_none_match "*"), and never overwrite one. The '
         "manifest body is exactly this one line of JSON: {body}"
     ),
-    tools=["list_objects", "head_object", "get_object", "put_object"],
+    # delete_object: the inverse, so that a manifest written where it should not be can go
+    tools=["list_objects", "head_object", "get_object", "put_object", "delete_object"],
     required_effects=[E(op="object.put", identity={**MANIFEST, "body": "{body}"})],
     invariants=[
         _current("the manifest has the requested body", "{bucket}", "{key}", "etag", "{etag}"),

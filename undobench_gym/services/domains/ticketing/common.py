@@ -68,7 +68,10 @@ def send_page(
     )
     s.add(page)
     SEND_PAGE.commit(
-        s, {"incident_id": inc.id, "responder_id": responder_id, "message": message}, key
+        s,
+        {"incident_id": inc.id, "responder_id": responder_id, "message": message},
+        key,
+        ref=page.id,
     )
     s.flush()
     return page

@@ -153,16 +153,24 @@ def retract_page(request: Request, page_id: PathId, body: RetractIn) -> JSONResp
     """Follow a mistaken page with a "disregard" notice to the responder who got it, and
     mark the page retracted. A page cannot be unsent: every call sends another notice."""
 
-    def write(s: Session) -> dict[str, Any]:
+    payload = {"page_id": page_id, **body.model_dump()}
+
+    def apply(s: Session, key: str | None) -> tuple[int, Any]:
         page = get_or_404(s, Page, page_id, "page")
+        # The first retraction undoes the page as far as the world allows (the phone rang):
+        # a repair, if the page was not wanted.
+        undoes = None if page.retracted else {"op": SEND_PAGE.op, "ref": page.id}
         page.retracted = True
         notice = _send_notice(
             s, page.incident_id, "disregard", page.responder_id, body.message, page.id
         )
-        return {**row(notice), "page": row(page)}
+        RETRACT_PAGE.commit(s, payload, key, undoes=undoes)
+        s.flush()
+        return 201, {**row(notice), "page": row(page)}
 
-    payload = {"page_id": page_id, **body.model_dump()}
-    return _add(request, "retract_page", RETRACT_PAGE, payload, write)
+    return run_mutation(
+        request, route="retract_page", native=RETRACT_PAGE.native, payload=payload, apply=apply
+    )
 
 
 class ResolutionNoticeIn(BaseModel):

@@ -72,6 +72,7 @@ OPEN_AND_PAGE = WorkflowSpec(
         "open_incident",
         "assign_incident",
         "page_responder",
+        "retract_page",  # the inverse: a mistaken page can be retracted
     ],
     required_effects=[
         E(op="incident.open", identity={"external_ref": "{external_ref}"}),
