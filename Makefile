@@ -111,7 +111,7 @@ smoke-pythons:
 	scripts/smoke_python.sh 3.12
 	scripts/smoke_python.sh 3.13
 
-# Freeze what was tested (the dev venv, the smoke venvs) into constraints/py3.X.txt.
+# Freeze what was tested (the dev venv; full venvs of 3.12 and 3.13) into constraints/py3.X.txt.
 constraints: $(STAMP)
 	scripts/freeze_constraints.sh
 
