@@ -265,7 +265,13 @@ def all_workflows(split: str | None = None) -> list[WorkflowSpec]:
     return [w for w in out if split is None or w.split == split]
 
 
-def find_workflow(workflow_id: str) -> WorkflowSpec:
+def find_workflow(workflow_id: str, domain_name: str | None = None) -> WorkflowSpec:
+    """The workflow with this id; `domain_name`, where the caller knows it, loads only that
+    domain (a worker's first pair would otherwise load all eight: about 2 s)."""
+    if domain_name in DOMAINS:
+        for w in domain(domain_name).workflows:
+            if w.id == workflow_id:
+                return w
     workflows = {w.id: w for w in all_workflows()}
     if workflow_id in workflows:
         return workflows[workflow_id]

@@ -9,6 +9,7 @@ per line), so a driver killed at any moment loses at most the pairs in flight an
 
 from __future__ import annotations
 
+from collections import Counter
 from collections.abc import Callable
 from dataclasses import dataclass, replace
 from pathlib import Path
@@ -41,6 +42,7 @@ from undobench_gym.harness.executors.base import (
 )
 from undobench_gym.harness.executors.meta import RunMeta, progress_bar
 from undobench_gym.harness.executors.schedule import Scheduler
+from undobench_gym.harness.executors.timeline import Timeline, cpu_seconds
 
 DEFAULT_TRIAL_TIMEOUT_S = 300.0
 #: Attempts the model server fails in a row (each after the agent's own retries) before the
@@ -281,8 +283,12 @@ def run_sweep(
                 model_servers=served.servers,
             )
             written = replaced = 0
+            cpu0 = cpu_seconds()
+            timeline: Timeline | None = None
             try:
                 if todo:
+                    # From before the executor starts: its start-up is the sweep's.
+                    timeline = Timeline(len(meta.data["sessions"]) - 1)
                     owned = isinstance(executor, str)
                     ex = (
                         make_executor(
@@ -298,16 +304,22 @@ def run_sweep(
                         else executor
                     )
                     done = len(tasks) - len(todo)
+                    timeline.slots = ex.slots
                     try:
                         with progress_bar(progress, total=len(tasks), done=done) as bar:
-                            written = _drive(ex, todo, writer, retry, info, bar, on_trial)
+                            written = _drive(ex, todo, writer, retry, info, bar, on_trial, timeline)
                     finally:
                         replaced = int(getattr(ex, "replaced", 0))
                         if owned:
                             ex.close()
             finally:
                 recorded = read_trials(trials_path)  # the report reuses them (1.5 s to read)
-                meta.finish(written=written, replaced=replaced, trials=recorded)
+                usage: dict[str, Any] = {}
+                if timeline is not None:
+                    timeline.write(out)
+                    # The workers and their services were reaped at close: their CPU is in.
+                    usage = {"phases": timeline.phases(), "cpu_s": cpu_seconds() - cpu0}
+                meta.finish(written=written, replaced=replaced, trials=recorded, **usage)
     if not report:
         return {}
     from undobench_gym.evaluation.report import write_reports  # the eval extra: checked above
@@ -324,6 +336,7 @@ def _drive(
     info: dict[str, dict[str, Any]],
     bar: Any,
     on_trial: Callable[[dict[str, Any]], None] | None,
+    timeline: Timeline,
 ) -> int:
     """Keep every slot busy; record each outcome, or requeue it under the retry policy."""
     queue = Scheduler(todo)
@@ -336,18 +349,27 @@ def _drive(
     deferred: list[dict[str, Any]] = []
     while len(queue) or running:
         for slot in ex.idle():
-            others = {k for s in range(ex.slots) if s != slot for k in ex.held(s)}
-            others |= {k for s, k in running.items() if s != slot}
+            # The stack each other slot is on: the one it runs, else its most recent one.
+            others: Counter[StackKey] = Counter()
+            for s in range(ex.slots):
+                held = ex.held(s)
+                on = running.get(s) or (held[-1] if held else None)
+                if s != slot and on is not None:
+                    others[on] += 1
             task = queue.pop_for(ex.held(slot), others, slot)
             if task is None:
                 continue  # another slot may still have its control group's pairs kept
             attempt = len(failures.get(task.pair_id, ())) + 1
+            timeline.submitted(slot, task)
             ex.submit(slot, task, attempt)
             running[slot] = task.stack_key
         outcomes = ex.wait(timeout=0.5)
         busy = set(range(ex.slots)) - set(ex.idle())
         running = {s: k for s, k in running.items() if s in busy}
         for out in outcomes:
+            timeline.done(out)
+            if out.error_kind is None:
+                queue.observe(out.pair_id, out.wall_s, out.stack_s)
             task = by_id[out.pair_id]
             if out.error_kind == USAGE:
                 raise UndoBenchError(f"{task.workflow}/{task.scenario}: {out.error}")

@@ -87,6 +87,7 @@ class Outcome:
     worker: str = ""
     held: list[StackKey] = field(default_factory=list)  # the worker's stacks, LRU order
     wall_s: float = 0.0
+    stack_s: float = 0.0  # of wall_s: starting the pair's stack (0 when the worker held it)
 
     def to_dict(self) -> dict[str, Any]:
         return asdict(self)

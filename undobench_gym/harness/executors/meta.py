@@ -96,7 +96,17 @@ class RunMeta:
         )
         _write_atomic(self.path, self.data)
 
-    def finish(self, *, written: int, replaced: int, trials: list[dict[str, Any]]) -> None:
+    def finish(
+        self,
+        *,
+        written: int,
+        replaced: int,
+        trials: list[dict[str, Any]],
+        phases: dict[str, Any] | None = None,
+        cpu_s: float | None = None,
+    ) -> None:
+        """`phases`: start-up, steady state and tail (`executors.timeline`); `cpu_s`: the
+        CPU time of the driver and everything it started, for CPU per pair and cores busy."""
         session = self.data["sessions"][-1]
         wall = time.monotonic() - self._t0
         session.update(
@@ -106,6 +116,14 @@ class RunMeta:
             wall_s=round(wall, 2),
             pairs_per_s=round(written / wall, 3) if wall > 0 else None,
         )
+        if cpu_s is not None:
+            session.update(
+                cpu_s=round(cpu_s, 1),
+                cpu_per_pair_s=round(cpu_s / written, 4) if written else None,
+                cores_busy=round(cpu_s / wall, 2) if wall > 0 else None,
+            )
+        if phases:
+            session["phases"] = phases
         self.data["counts"] = retry_counts(trials)
         _write_atomic(self.path, self.data)
 

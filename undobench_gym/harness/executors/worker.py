@@ -221,7 +221,7 @@ class TrialWorker:
         out = Outcome(task.pair_id, attempt, worker=self.name)
         try:  # not infrastructure: a bad spec would fail every attempt the same way
             inner = self._agent(task.agent, task.framework)
-            wf = find_workflow(task.workflow)
+            wf = find_workflow(task.workflow, task.domain)
             scenario = wf.scenario(task.scenario)
         except Exception as exc:
             out.error_kind, out.error = USAGE, f"{type(exc).__name__}: {exc}"
@@ -233,8 +233,10 @@ class TrialWorker:
         shared = self.controls.get(task.control_key)
         ran: list[tuple[dict[str, Any], int]] = []  # the control this pair ran, if any
         try:
+            started = time.monotonic()
             env = pool.get(task.stack_key)
             env.runtime  # noqa: B018 - starts the stack; its own start timeout applies
+            out.stack_s = round(time.monotonic() - started, 3)
             with alarm(self.trial_timeout):
                 record = run_pair(
                     wrap(env, task.method),

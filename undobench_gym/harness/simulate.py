@@ -1,0 +1,206 @@
+"""Predict a sweep's wall time for W workers before having the cores: replay one measured
+run's pairs through the sweep's own scheduler on a virtual clock.
+
+From the run (`timeline.jsonl` and `run_meta.json`) the model takes:
+- each pair's work (`wall_s` less its stack start), divided by the run's own CPU
+  contention, so that it is what one worker with a core to itself would take;
+- what starting a stack costs, by domain (median over the starts the run made);
+- what starting a worker costs: its process (none for one worker, which runs in the
+  driver) and what its first pair spends beyond the usual loading code and catalogue;
+- `u`, the cores one busy worker keeps busy (the run's CPU time over its busy time).
+
+A pair that starts while B workers are busy (itself included) on C cores runs
+`max(1, B·u/C)` times slower (the cores shared evenly); the schedule is `Scheduler`'s,
+with each worker's stacks held as `StackPool` holds them (LRU, `max_stacks`). What it
+leaves out: the driver's own CPU beyond `u`, memory, and other load on the machine.
+
+    python -m undobench_gym.harness.simulate RUN_DIR --workers 1,2,3,8,16 [--cores 16]
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import statistics
+from collections import Counter, OrderedDict
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from undobench_gym.evaluation.run_meta import META_FILE
+from undobench_gym.harness.executors import DEFAULT_MAX_STACKS
+from undobench_gym.harness.executors.base import StackKey, TrialTask
+from undobench_gym.harness.executors.schedule import STARTED_S, Scheduler
+from undobench_gym.harness.executors.timeline import Attempt, read_timeline
+
+
+@dataclass(frozen=True)
+class RunModel:
+    tasks: list[TrialTask]
+    work_s: dict[str, float]  # per pair, one uncontended worker
+    stack_s: dict[str, float]  # per domain
+    spawn_s: float
+    handoff_s: float
+    u: float
+
+    def stack_cost(self, key: StackKey) -> float:
+        default = statistics.median(self.stack_s.values()) if self.stack_s else 2.0
+        return self.stack_s.get(key[0], default)
+
+
+def contention(workers: int, u: float, cores: int) -> float:
+    """How much slower each worker runs when `workers` share `cores`."""
+    return max(1.0, workers * u / cores)
+
+
+def model_from_run(run_dir: Path, cores: int | None = None, session: int = -1) -> RunModel:
+    """The model of one session of a recorded run (default: the last), measured on a
+    machine with `cores` cores (default: this one's)."""
+    cores = cores or os.cpu_count() or 1
+    attempts = [a for a in read_timeline(run_dir, session) if a.error_kind is None]
+    if not attempts:
+        raise ValueError(f"{run_dir}: no successful attempt in its timeline")
+    meta = json.loads((run_dir / META_FILE).read_text(encoding="utf-8"))
+    sessions = meta["sessions"]
+    info = sessions[attempts[0].session]
+    busy = sum(a.wall_s for a in attempts)
+    u = float(info.get("cpu_s") or busy) / busy if busy else 1.0
+    slots = len({a.slot for a in attempts})
+    slowed = contention(slots, u, cores)
+    starts: dict[str, list[float]] = {}
+    for a in attempts:
+        if a.stack_s > STARTED_S:
+            starts.setdefault(a.task["domain"], []).append(a.stack_s / slowed)
+    work = {a.pair_id: max(0.0, a.wall_s - a.stack_s) / slowed for a in attempts}
+    by_domain: dict[str, list[float]] = {}
+    for a in attempts:
+        by_domain.setdefault(a.task["domain"], []).append(work[a.pair_id])
+    typical = {d: statistics.median(v) for d, v in by_domain.items()}
+    firsts: dict[int, Attempt] = {}
+    for a in sorted(attempts, key=lambda a: a.submitted_s):
+        firsts.setdefault(a.slot, a)
+    handoffs = sorted(a.done_s - a.submitted_s - a.wall_s for a in attempts)
+    handoff = max(0.0, handoffs[len(handoffs) // 2])
+    # A worker's first pair also loads its code and catalogue: that is the worker's
+    # start-up (with its process start, before the pair reached it), not the pair's work.
+    warmups = []
+    for a in firsts.values():
+        usual = typical[a.task["domain"]]
+        spawned = (a.done_s - a.submitted_s - a.wall_s - handoff) / slowed if slots > 1 else 0.0
+        warmups.append(max(0.0, spawned) + max(0.0, work[a.pair_id] - usual))
+        work[a.pair_id] = usual
+    return RunModel(
+        tasks=[a.trial_task() for a in attempts],
+        work_s=work,
+        stack_s={d: statistics.median(v) for d, v in starts.items()},
+        spawn_s=statistics.median(warmups),
+        handoff_s=handoff,
+        u=u,
+    )
+
+
+def simulate(
+    model: RunModel,
+    workers: int,
+    cores: int,
+    *,
+    max_stacks: int = DEFAULT_MAX_STACKS,
+    spawn_s: float | None = None,
+) -> dict[str, Any]:
+    """The predicted wall time (to the last pair's end) and phases of the model's pairs on
+    `workers` workers and `cores` cores. `spawn_s`: a worker's start-up instead of the
+    run's (one measured with a single worker, in the driver, has no process start)."""
+    peak = 1.0
+    spawn = model.spawn_s if spawn_s is None else spawn_s
+    queue = Scheduler(model.tasks)
+    free = [0.0] * workers  # when each slot is next free
+    held: list[OrderedDict[StackKey, None]] = [OrderedDict() for _ in range(workers)]
+    on: list[StackKey | None] = [None] * workers
+    started = [False] * workers
+    first_at_work = [0.0] * workers
+    stacks = [0] * workers
+    idle_rounds = 0
+    while len(queue):
+        slot = min(range(workers), key=lambda s: (free[s], s))
+        now = free[slot]
+        others: Counter[StackKey] = Counter(
+            k for s, k in enumerate(on) if s != slot and k is not None
+        )
+        task = queue.pop_for(list(held[slot]), others, slot)
+        if task is None:  # ask again once a busy slot is done; idle ones go first
+            idle_rounds += 1
+            if idle_rounds > 2 * workers:  # every idle slot declined: take one anyway
+                task = queue.pop_for(list(held[slot]), Counter(), slot)
+                assert task is not None, "the scheduler holds pairs nobody can take"
+            else:
+                busy = [free[s] for s in range(workers) if free[s] > now]
+                free[slot] = min(busy) if busy else now + 1e-6
+                continue
+        idle_rounds = 0
+        # The cores are shared by the workers busy when the pair starts.
+        slow = contention(
+            1 + sum(free[s] > now for s in range(workers) if s != slot), model.u, cores
+        )
+        peak = max(peak, slow)
+        t = now + model.handoff_s
+        if not started[slot]:
+            t += spawn * slow
+            started[slot] = True
+        key = task.stack_key
+        stack = 0.0
+        if key in held[slot]:
+            held[slot].move_to_end(key)
+        else:
+            while len(held[slot]) >= max_stacks:
+                held[slot].popitem(last=False)
+            held[slot][key] = None
+            stack = model.stack_cost(key) * slow
+            stacks[slot] += 1
+        t += stack
+        if first_at_work[slot] == 0.0:
+            first_at_work[slot] = t
+        work = model.work_s[task.pair_id] * slow
+        free[slot] = t + work
+        on[slot] = key
+        # The real driver learns a pair's time when it ends; close enough here.
+        queue.observe(task.pair_id, stack + work, stack)
+    used = [s for s in range(workers) if started[s]]
+    end = max(free[s] for s in used)
+    startup = max(first_at_work[s] for s in used)
+    tail_from = min(free[s] for s in used)
+    return {
+        "workers": workers,
+        "cores": cores,
+        "contention": round(peak, 3),
+        "wall_s": round(end, 2),
+        "startup_s": round(startup, 2),
+        "tail_s": round(end - max(tail_from, startup), 2),
+        "stacks_started": sum(stacks),
+        "pairs": len(model.tasks),
+    }
+
+
+def main(argv: list[str] | None = None) -> int:
+    p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    p.add_argument("run", type=Path, help="a run directory with timeline.jsonl")
+    p.add_argument("--workers", default="1,2,4,8,16", help="comma-separated worker counts")
+    p.add_argument("--cores", type=int, default=None, help="the target machine's cores")
+    p.add_argument("--measured-cores", type=int, default=None, help="the run's machine's")
+    p.add_argument("--spawn-s", type=float, default=None, help="a worker's start-up, seconds")
+    args = p.parse_args(argv)
+    model = model_from_run(args.run, cores=args.measured_cores)
+    cores = args.cores or os.cpu_count() or 1
+    print(f"u = {model.u:.2f} cores per busy worker; {len(model.tasks)} pairs")
+    print("workers  cores  contention  wall_s  startup_s  tail_s  stacks")
+    for w in (int(x) for x in args.workers.split(",")):
+        r = simulate(model, w, cores, spawn_s=args.spawn_s)
+        print(
+            f"{w:7d}  {cores:5d}  {r['contention']:10.2f}  {r['wall_s']:6.1f}  "
+            f"{r['startup_s']:9.1f}  {r['tail_s']:6.1f}  {r['stacks_started']:6d}"
+        )
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
