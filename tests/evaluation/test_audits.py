@@ -107,36 +107,37 @@ def _rows(*ops: str) -> list[dict[str, Any]]:
     return [{"seq": i + 1, "op": op} for i, op in enumerate(ops)]
 
 
+def _logged(commit_log: list[dict[str, Any]], wire: list[dict[str, Any]]) -> dict[str, Any]:
+    """An episode record with this commit log and wire log."""
+    return {**episode(), "commit_log": commit_log, "wire": wire}
+
+
 def test_wire_audit_matches_rows_to_forwarded_calls() -> None:
-    ok = {"commit_log": _rows("charge.create"), "wire": _wire("get_customer", "create_charge")}
+    ok = _logged(_rows("charge.create"), _wire("get_customer", "create_charge"))
     counts, issues = check_episode(ok, "payments")
     assert issues == [] and counts["matched_rows"] == 1
     # Composite: one forwarded create_payout explains payout.create and its transfers.
-    payout = {
-        "commit_log": _rows("payout.create", "payout.transfer", "payout.transfer"),
-        "wire": _wire("create_payout"),
-    }
+    payout = _logged(
+        _rows("payout.create", "payout.transfer", "payout.transfer"), _wire("create_payout")
+    )
     assert check_episode(payout, "payments")[1] == []
 
 
 def test_wire_audit_flags_effects_that_did_not_cross_the_proxy() -> None:
     # The proxy says it dropped the request (PRE_MUTATION), yet the service committed.
-    dropped = {
-        "commit_log": _rows("charge.create"),
-        "wire": _wire("create_charge", forwarded=False),
-    }
+    dropped = _logged(_rows("charge.create"), _wire("create_charge", forwarded=False))
     counts, issues = check_episode(dropped, "payments")
     assert counts["unmatched_rows"] == 1 and counts["dropped_mutating_events"] == 1
     assert "charge.create has no forwarded mutating call" in issues[0]
     # Two charges committed, one forwarded call: one escaped.
-    twice = {"commit_log": _rows("charge.create", "charge.create"), "wire": _wire("create_charge")}
+    twice = _logged(_rows("charge.create", "charge.create"), _wire("create_charge"))
     assert check_episode(twice, "payments")[0]["unmatched_rows"] == 1
     # A read-only call cannot explain a commit.
-    read = {"commit_log": _rows("charge.create"), "wire": _wire("get_charge", read_only=True)}
+    read = _logged(_rows("charge.create"), _wire("get_charge", read_only=True))
     assert check_episode(read, "payments")[0]["unmatched_rows"] == 1
     pair = trial(True, True)
     pair["domain"] = "payments"
-    pair["control"].update(dropped)
+    pair["control"].update(commit_log=dropped["commit_log"], wire=dropped["wire"])
     pair["fault"].update(commit_log=_rows("charge.create"), wire=_wire("create_charge"))
     a = audit_wire([pair])
     assert not a.ok and len(a.problems) == 1 and a.problems[0].startswith("control:")

@@ -306,9 +306,11 @@ def test_agent_behaviour_counts_valid_actions_and_tolerates_imported_records() -
     from undobench_gym.evaluation.agent_behaviour import agent_behaviour
 
     bad = {"error": {"type": "invalid_action", "message": "x"}}
-    episode = {"transcript": [{"observation": bad}, {"observation": {"status": 200}}]}
-    pair = {"control": {**episode, "success": True}, "fault": episode, "wall_ms": 2000.0}
-    imported = {"control": {"success": False}, "fault": {"success": False}}  # no transcripts
+    steps = [{"observation": bad}, {"observation": {"status": 200}}]
+    pair = trial(episode(True, transcript=steps), episode(False, transcript=list(steps)))
+    pair["wall_ms"] = 2000.0
+    imported = trial(False, False)  # an imported record: no transcripts, no wall time
+    imported["control"]["transcript"] = imported["fault"]["transcript"] = None
     out = agent_behaviour([pair, imported])
     assert (out["actions"], out["valid_actions"], out["valid_action_rate"]) == (4, 2, 0.5)
     assert out["control_success"] == 1 and out["seconds_per_pair_median"] == 2.0

@@ -55,4 +55,4 @@ def test_summary_breaks_down_by_schedule_only_with_cascades() -> None:
     assert set(s["by"]["schedule"]) == {"single", "cascade/retries-dropped"}
     assert s["by"]["schedule"]["single"]["N"] == 6
     assert s["faults"]["cascade/retries-dropped"]["B0"][1]["fired"] == 1
-    assert schedule({"scenario": "x"}) == "single"  # records written before schedules
+    assert schedule(trial(scenario="x")) == "single"  # records written before schedules

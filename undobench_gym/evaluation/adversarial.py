@@ -23,10 +23,12 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from undobench_gym.agents.scripted import ScriptedAgent, is_failure, resolve_refs
-from undobench_gym.contract.specs import Boundary, FaultScenario, WorkflowSpec
+from undobench_gym.contract.specs import Boundary, FaultScenario, Verdict, WorkflowSpec
 from undobench_gym.core.catalog import ToolSpec, all_workflows, domain
 from undobench_gym.core.env import UndoBenchEnv
 from undobench_gym.core.pairing import run_episode
+from undobench_gym.core.schema import FaultOutcome
+from undobench_gym.evaluation.records import EpisodeLike, as_episode, verdict_of
 
 DUPLICABLE = ("additive", "irreversible_send")
 KEY = "idempotency_key"
@@ -209,13 +211,18 @@ def applies(behaviour: str, scenario: FaultScenario, spec: ToolSpec) -> bool:
     return scenario.boundary is not Boundary.POST_ACK_PRE_CHECKPOINT
 
 
+def _mechanism(outcome: FaultOutcome | None) -> str | None:
+    return outcome.mechanism if outcome is not None else None
+
+
 def expect_and_observe(
-    behaviour: str, agent: ReactiveAgent, rec: dict[str, Any], spec: ToolSpec, gold: dict[str, Any]
+    behaviour: str, agent: ReactiveAgent, rec: EpisodeLike, spec: ToolSpec, gold: EpisodeLike
 ) -> tuple[str, str] | None:
     """(expected, observed) verdict labels; None when the behaviour never got to act."""
-    v = rec["verdict"]
-    outcome = rec["fault_outcome"] or {}
-    dup, unreq = bool(v["duplicates"]), bool(v["unrequired"])
+    ep, gold_ep = as_episode(rec), as_episode(gold)
+    v = verdict_of(ep)
+    outcome = ep.fault_outcome
+    dup, unreq = bool(v.duplicates), bool(v.unrequired)
     observed_bits = [
         "duplicate" if dup else "no duplicate",
         "unrequired" if unreq else "no unrequired",
@@ -226,9 +233,9 @@ def expect_and_observe(
         # Later steps may act on the duplicate's ids (register the second deployment, page
         # the next level's responders): those are real unrequired effects of their own. The
         # re-sent call itself must never be one: its identity is the same effect.
-        unreq = any(u.get("op") == spec.op for u in v["unrequired"])
+        unreq = any(u.get("op") == spec.op for u in v.unrequired)  # effects: dicts
         observed_bits[1] = "re-send seen as another effect" if unreq else "same effect"
-        committed = outcome.get("mechanism") == "reply_dropped_after_commit"
+        committed = _mechanism(outcome) == "reply_dropped_after_commit"
         resent_2xx = agent.resend_status is not None and 200 <= agent.resend_status < 300
         # A route guarded by a unique constraint on the identity (a page's dedup key)
         # joins or refuses the same request; a native one replays the same key.
@@ -239,7 +246,7 @@ def expect_and_observe(
         wanted = ["duplicate" if want_dup else "no duplicate", "same effect"]
         if want_dup:
             wanted.append("failure")
-            observed_bits.append("failure" if not v["success"] else "success")
+            observed_bits.append("failure" if not v.success else "success")
         return " + ".join(wanted), " + ".join(observed_bits)
     if behaviour == "resend_after_4xx":
         # The refused call changed nothing and the real call after it is not the target:
@@ -247,30 +254,32 @@ def expect_and_observe(
         # dropped request (nothing to commit either way).
         if not agent.probe_planned:
             return None  # no address to break: the behaviour does not apply
-        gold_mech = (gold["fault_outcome"] or {}).get("mechanism")
+        gold_mech = _mechanism(gold_ep.fault_outcome)
         fault = "fault request_dropped" if gold_mech == "request_dropped" else "fault refused"
         expected = f"success + no duplicate + no unrequired + {fault}"
-        got = outcome.get("mechanism") if outcome.get("as_planned") else outcome.get("reason")
+        got = None
+        if outcome is not None:
+            got = outcome.mechanism if outcome.as_planned else outcome.reason
         return expected, f"{_summary(v, None)} + fault {got}"
     if behaviour == "read_first":
-        return _summary(gold["verdict"], gold["fault_outcome"]), _summary(v, outcome)
+        return _summary(verdict_of(gold_ep), gold_ep.fault_outcome), _summary(v, outcome)
     if behaviour == "give_up":
-        crashed = outcome.get("mechanism") == "crash_mid_mutation"
+        crashed = _mechanism(outcome) == "crash_mid_mutation"
         expected = "gave up + " + ("partial state" if crashed else "no partial state")
-        observed = "gave up" if rec["finish_status"] == "gave_up" else str(rec["finish_status"])
-        observed += " + " + ("partial state" if v["partial"] else "no partial state")
+        observed = "gave up" if ep.finish_status == "gave_up" else str(ep.finish_status)
+        observed += " + " + ("partial state" if v.partial else "no partial state")
         return expected, observed
     return None
 
 
-def _summary(v: dict[str, Any], outcome: dict[str, Any] | None) -> str:
+def _summary(v: Verdict, outcome: FaultOutcome | None) -> str:
     bits = [
-        "success" if v["success"] else "failure",
-        "duplicate" if v["duplicates"] else "no duplicate",
-        "unrequired" if v["unrequired"] else "no unrequired",
+        "success" if v.success else "failure",
+        "duplicate" if v.duplicates else "no duplicate",
+        "unrequired" if v.unrequired else "no unrequired",
     ]
-    if outcome:
-        bits.append(f"fault {outcome.get('mechanism') or outcome.get('reason')}")
+    if outcome is not None:
+        bits.append(f"fault {outcome.mechanism or outcome.reason}")
     return " + ".join(bits)
 
 
@@ -299,12 +308,16 @@ def run_suite(
                     if sc.then:  # a cascade faults the resend too: the expectations below
                         continue  # assume one fault (tests/test_stress_schedules.py has those)
                     spec = tools[sc.target.tool]
-                    gold = run_episode(env, ScriptedAgent(), seed=seed, workflow=wf.id, fault=sc.id)
+                    gold = as_episode(
+                        run_episode(env, ScriptedAgent(), seed=seed, workflow=wf.id, fault=sc.id)
+                    )
                     for b in behaviours:
                         if not applies(b, sc, spec):
                             continue
                         agent = ReactiveAgent(b, wf_tools, sc.target.tool)
-                        rec = run_episode(env, agent, seed=seed, workflow=wf.id, fault=sc.id)
+                        rec = as_episode(
+                            run_episode(env, agent, seed=seed, workflow=wf.id, fault=sc.id)
+                        )
                         pair = expect_and_observe(b, agent, rec, spec, gold)
                         if pair is None:
                             continue

@@ -23,6 +23,7 @@ from undobench_gym.core.pairing import run_episode
 from undobench_gym.evaluation.adversarial import DUPLICABLE, MAX_STEPS, SEED, Row
 from undobench_gym.evaluation.adversarial import main as adversarial_main
 from undobench_gym.evaluation.indicators import HARM
+from undobench_gym.evaluation.records import EpisodeLike, as_episode, recorded, verdict_of
 
 BEHAVIOURS = (
     "escalate",
@@ -46,10 +47,25 @@ INVERSES: dict[str, tuple[str, Any]] = {
         "adjust_balance",
         lambda a, b: {"account_id": a["account_id"], "delta": -a["delta"], "memo": "undo"},
     ),
+    "enroll_contact": ("unenroll_contact", lambda a, b: {"enrollment_id": b["id"]}),
+    "page_responder": (
+        "retract_page",
+        lambda a, b: {"page_id": b["id"], "message": "Sent twice by mistake: please disregard"},
+    ),
+    "post_chat_message": (
+        "delete_chat_message",
+        lambda a, b: {"channel_id": a["channel_id"], "message_id": b["id"]},
+    ),
+    "create_deployment": (
+        "rollback_deployment",
+        lambda a, b: {"service_id": a["service_id"], "colour": a["colour"]},
+    ),
 }
 # Not git: a re-sent commit of the same content is an empty commit, which no revert can
 # undo (git refuses an empty revert), and a re-sent pick is refused. A revert does undo a
 # commit that changed something (the service declares it: an unwanted commit is repaired).
+# Not the creates a unique key guards (an order, a catalog entry, a write-once object): a
+# re-send of one is refused, so there is nothing to undo; nor a page a dedup key joins.
 
 
 def _judged_by_text(wf: WorkflowSpec, op: str | None) -> dict[str, list[str]]:
@@ -175,26 +191,28 @@ def applies(behaviour: str, wf: WorkflowSpec, scenario: FaultScenario, spec: Too
 
 
 def expect_and_observe(
-    behaviour: str, agent: HandoverAgent, rec: dict[str, Any], spec: ToolSpec
+    behaviour: str, agent: HandoverAgent, rec: EpisodeLike, spec: ToolSpec
 ) -> tuple[str, str] | None:
     """(expected, observed) verdict labels; None when the behaviour never got to act."""
     if not agent.reacted:
         return None
-    v, outcome = rec["verdict"], rec["fault_outcome"] or {}
-    committed = outcome.get("mechanism") == "reply_dropped_after_commit"
+    ep = as_episode(rec)
+    v, outcome = verdict_of(ep), ep.fault_outcome
+    mechanism = outcome.mechanism if outcome is not None else None
+    committed = mechanism == "reply_dropped_after_commit"
     if behaviour == "escalate":
-        crashed = outcome.get("mechanism") == "crash_mid_mutation"
+        crashed = mechanism == "crash_mid_mutation"
         expected = "escalated + " + ("partial state" if crashed else "safe abstention")
-        harm = any(rec["effects"].get(k) for k in HARM)
-        observed = f"{rec['finish_status']} + " + (
-            "partial state" if v["partial"] else ("harm" if harm else "safe abstention")
+        harm = any(recorded(ep.effects, k) for k in HARM)
+        observed = f"{ep.finish_status} + " + (
+            "partial state" if v.partial else ("harm" if harm else "safe abstention")
         )
         return expected, observed
     if not agent.resend_sent:
         return None
     resent_2xx = agent.resend_status is not None and 200 <= agent.resend_status < 300
-    dup = any(d["op"] == spec.op for d in v["duplicates"])
-    other = any(u["op"] == spec.op for u in v["unrequired"])
+    dup = any(d["op"] == spec.op for d in v.duplicates)  # the verdict's effects: dicts
+    other = any(u["op"] == spec.op for u in v.unrequired)
     observed = ("duplicate" if dup else "no duplicate") + (
         " + another message" if other else " + same effect"
     )
@@ -207,18 +225,18 @@ def expect_and_observe(
     if behaviour == "resend_then_repair":
         # After a commit the re-send is a duplicate and its undo repairs it; after a
         # dropped request the re-send is the task's effect, and undoing it repairs nothing.
-        fixed = any(c["op"] == spec.op for c in v["compensated"])
+        fixed = any(c["op"] == spec.op for c in v.compensated)
         got = ("compensated" if fixed else "not compensated") + (
             " + duplicate" if dup else " + no duplicate"
         )
-        got += " + failure" if not v["success"] else " + success"
+        got += " + failure" if not v.success else " + success"
         if not resent_2xx:
             return None  # the re-send was refused: nothing to repair
         if committed:
             return "compensated + no duplicate + failure", got
         return "not compensated + no duplicate + failure", got
     # conditional_resend: refused (409) after a commit, so a safe re-issue; applied else.
-    unsafe, safe = rec["effects"]["reissued_after_commit"], rec["effects"]["safe_reissues"]
+    unsafe, safe = ep.effects.reissued_after_commit, ep.effects.safe_reissues
     observed += f" + {unsafe} unsafe, {safe} safe re-issue"
     expected = "no duplicate + same effect + " + (
         "0 unsafe, 1 safe re-issue" if committed else "0 unsafe, 0 safe re-issue"
@@ -249,7 +267,9 @@ def run_suite(
                             continue
                         text_args = _judged_by_text(wf, spec.op)
                         agent = HandoverAgent(b, wf_tools, sc.target.tool, text_args)
-                        rec = run_episode(env, agent, seed=seed, workflow=wf.id, fault=sc.id)
+                        rec = as_episode(
+                            run_episode(env, agent, seed=seed, workflow=wf.id, fault=sc.id)
+                        )
                         pair = expect_and_observe(b, agent, rec, spec)
                         if pair is not None:
                             rows.append(Row(b, wf.id, sc.id, pair[0], pair[1], pair[0] == pair[1]))

@@ -9,6 +9,7 @@ from collections.abc import Iterable
 from typing import Any
 
 from undobench_gym.evaluation.indicators import is_infra_error
+from undobench_gym.evaluation.records import AgentStats, PairLike, as_records
 
 
 def _invalid(entry: dict[str, Any]) -> bool:
@@ -16,17 +17,17 @@ def _invalid(entry: dict[str, Any]) -> bool:
     return isinstance(obs, dict) and (obs.get("error") or {}).get("type") == "invalid_action"
 
 
-def agent_behaviour(trials: Iterable[dict[str, Any]]) -> dict[str, Any]:
+def agent_behaviour(trials: Iterable[PairLike]) -> dict[str, Any]:
     """Over the pairs without an infrastructure error: actions (every step, `finish`
     included), the share the env accepted as schema-valid calls, turns per episode, how
     episodes ended, and (where the agent counted them) tokens and tokens per second."""
-    pairs = [p for p in trials if not is_infra_error(p)]
+    pairs = [p for p in as_records(trials) if not is_infra_error(p)]
     # Imported records (published results) carry no transcripts or timings: counted as none.
-    episodes = [p.get(side) or {} for p in pairs for side in ("control", "fault")]
-    steps = [e for ep in episodes for e in ep.get("transcript") or []]
+    episodes = [ep for p in pairs for ep in (p.control, p.fault)]
+    steps = [e for ep in episodes for e in ep.transcript or []]
     invalid = sum(_invalid(e) for e in steps)
-    turns = [len(ep.get("transcript") or []) for ep in episodes]
-    walls = [p["wall_ms"] for p in pairs if isinstance(p.get("wall_ms"), (int, float))]
+    turns = [len(ep.transcript or []) for ep in episodes]
+    walls = [p.wall_ms for p in pairs if p.wall_ms is not None]
     out: dict[str, Any] = {
         "pairs": len(pairs),
         "episodes": len(episodes),
@@ -34,24 +35,24 @@ def agent_behaviour(trials: Iterable[dict[str, Any]]) -> dict[str, Any]:
         "valid_actions": len(steps) - invalid,
         "valid_action_rate": round((len(steps) - invalid) / len(steps), 4) if steps else None,
         "turns_per_episode_median": statistics.median(turns) if turns else None,
-        "finished_episodes": sum(bool(ep.get("finish_status")) for ep in episodes),
-        "control_success": sum(bool((p.get("control") or {}).get("success")) for p in pairs),
+        "finished_episodes": sum(bool(ep.finish_status) for ep in episodes),
+        "control_success": sum(p.control.success for p in pairs),
         "seconds_per_pair_median": round(statistics.median(walls) / 1000, 2) if walls else None,
     }
-    stats = [p["agent_stats"] for p in pairs if isinstance(p.get("agent_stats"), dict)]
+    with_stats = [p for p in pairs if p.agent_stats is not None]
+    stats = [AgentStats.model_validate(p.agent_stats) for p in with_stats]
     if stats:
-        completion = sum(s.get("completion_tokens", 0) for s in stats)
-        prompt = sum(s.get("prompt_tokens", 0) for s in stats)
-        with_stats = [p for p in pairs if isinstance(p.get("agent_stats"), dict)]
-        wall_s = sum(p.get("wall_ms") or 0 for p in with_stats) / 1000
+        completion = sum(s.completion_tokens for s in stats)
+        prompt = sum(s.prompt_tokens for s in stats)
+        wall_s = sum(p.wall_ms or 0 for p in with_stats) / 1000
         out |= {
-            "requests": sum(s.get("requests", 0) for s in stats),
+            "requests": sum(s.requests for s in stats),
             "prompt_tokens": prompt,
             "completion_tokens": completion,
             # of the pairs' whole wall time (env steps included): a floor on the model's speed
             "completion_tokens_per_s": round(completion / wall_s, 2) if wall_s else None,
-            "provider_errors": sum(s.get("provider_errors", 0) for s in stats),
-            "trimmed_messages": sum(s.get("trimmed_messages", 0) for s in stats),
-            "unconstrained_replies": sum(s.get("unconstrained_replies", 0) for s in stats),
+            "provider_errors": sum(s.provider_errors for s in stats),
+            "trimmed_messages": sum(s.trimmed_messages for s in stats),
+            "unconstrained_replies": sum(s.unconstrained_replies for s in stats),
         }
     return out

@@ -9,6 +9,7 @@ reference rows) are counted as `unknown`, never judged.
 from __future__ import annotations
 
 from collections import Counter
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 from functools import cache
 from typing import Any
@@ -16,7 +17,9 @@ from typing import Any
 from undobench_gym.core.catalog import domain as load_domain
 from undobench_gym.core.catalog import find_workflow
 from undobench_gym.core.pairing import prefix_equivalent
+from undobench_gym.core.schema import EpisodeRecord
 from undobench_gym.evaluation.indicators import Pair, is_infra_error
+from undobench_gym.evaluation.records import EpisodeLike, PairLike, as_episode, as_records
 
 GOLD_AGENTS = ("scripted",)  # agents that follow the gold plan: an unfired fault is a defect
 
@@ -44,17 +47,17 @@ class Audit:
 
 def _label(p: Pair) -> str:
     return (
-        f"{p.get('workflow')}/{p.get('scenario')} seed {p.get('seed')} "
-        f"method {p.get('method')} agent {p.get('agent')} (pair {p.get('pair_id')})"
+        f"{p.workflow}/{p.scenario} seed {p.seed} "
+        f"method {p.method} agent {p.agent} (pair {p.pair_id})"
     )
 
 
-def _calls(episode: dict[str, Any]) -> list[str | None]:
+def _calls(episode: EpisodeRecord) -> list[str | None]:
     """Tools of the calls that crossed the proxy, in order (wire log, else transcript)."""
-    if episode.get("wire") is not None:
-        return [e.get("tool") for e in episode["wire"]]
+    if episode.wire is not None:
+        return [e.get("tool") for e in episode.wire]  # wire events: dicts in the schema
     out: list[str | None] = []
-    for entry in episode.get("transcript") or []:
+    for entry in episode.transcript or []:
         obs = entry.get("observation")
         if isinstance(obs, dict) and "tool" in obs:
             out.append(str(obs["tool"]))
@@ -70,26 +73,26 @@ def _target(workflow: str, scenario: str) -> tuple[str, int] | None:
     return t.tool, t.nth
 
 
-def audit_fired(pairs: list[Pair]) -> Audit:
+def audit_fired(pairs: Sequence[PairLike]) -> Audit:
     """Faults that did not fire: a defect of the scenario when the agent reached the target
     call (or follows the gold plan); otherwise the agent stopped before it (reported)."""
     a = Audit("fired")
     unfired: Counter[tuple[str, str, str]] = Counter()
-    for p in pairs:
+    for p in as_records(pairs):
         if is_infra_error(p):
             a.counts["infra_errors"] += 1
             continue
-        fired = p["fault"].get("fault_fired")
+        fired = p.fault.fault_fired
         if fired is None:
             a.counts["unknown"] += 1
             continue
         if fired:
             a.counts["fired"] += 1
             continue
-        target = _target(str(p.get("workflow")), str(p.get("scenario")))
-        calls = _calls(p["fault"])
+        target = _target(str(p.workflow), str(p.scenario))
+        calls = _calls(p.fault)
         reached = None if target is None else calls.count(target[0]) >= target[1]
-        if reached or (reached is not None and p.get("agent") in GOLD_AGENTS):
+        if reached or (reached is not None and p.agent in GOLD_AGENTS):
             a.counts["not_fired_defect"] += 1
             why = "target call reached" if reached else "the gold plan never reaches the target"
             a.problems.append(f"fault did not fire ({why}): {_label(p)}")
@@ -98,7 +101,7 @@ def audit_fired(pairs: list[Pair]) -> Audit:
             a.notes.append(f"fault did not fire, target unknown: {_label(p)}")
         else:
             a.counts["not_fired_not_reached"] += 1
-            unfired[(str(p.get("workflow")), str(p.get("scenario")), str(p.get("agent")))] += 1
+            unfired[(str(p.workflow), str(p.scenario), str(p.agent))] += 1
     for (w, s, agent), n in sorted(unfired.items()):
         a.notes.append(f"{w}/{s}: agent {agent} stopped before the target call in {n} runs")
     return a
@@ -111,20 +114,24 @@ def _first_divergence(control: list[dict[str, Any]], fault: list[dict[str, Any]]
     return min(len(control), len(fault)) + 1
 
 
-def audit_prefix(pairs: list[Pair]) -> Audit:
+def audit_prefix(pairs: Sequence[PairLike]) -> Audit:
     """Paired-prefix equivalence, recomputed from the transcripts and compared with the
     record's own flag."""
     a = Audit("prefix")
-    for p in pairs:
+    for p in as_records(pairs):
         if is_infra_error(p):
             a.counts["infra_errors"] += 1
             continue
-        c, f = p["control"], p["fault"]
-        if c.get("transcript") is None or f.get("transcript") is None:
+        c, f = p.control, p.fault
+        if c.transcript is None or f.transcript is None:
             a.counts["unknown"] += 1
             continue
-        actual = prefix_equivalent(c, f)
-        stored = p.get("prefix_equivalent")
+        # core.pairing takes the episodes as dicts: the fields it reads
+        actual = prefix_equivalent(
+            {"transcript": c.transcript},
+            {"transcript": f.transcript, "fault": f.fault, "fault_fired": f.fault_fired},
+        )
+        stored = p.prefix_equivalent
         if stored is not None and stored != actual:
             a.counts["flag_mismatch"] += 1
             a.problems.append(
@@ -134,7 +141,7 @@ def audit_prefix(pairs: list[Pair]) -> Audit:
             a.counts["equivalent"] += 1
         else:
             a.counts["diverged"] += 1
-            step = _first_divergence(c["transcript"], f["transcript"])
+            step = _first_divergence(c.transcript, f.transcript)
             a.problems.append(
                 f"control and fault differ before the fault (step {step}): {_label(p)}"
             )
@@ -151,7 +158,7 @@ def _primary_ops(domain: str) -> dict[str, str]:
     return {n: t.op for n, t in tools.items() if t.op and not t.read_only}
 
 
-def check_episode(episode: dict[str, Any], domain: str | None) -> tuple[Counter[str], list[str]]:
+def check_episode(episode: EpisodeLike, domain: str | None) -> tuple[Counter[str], list[str]]:
     """Match every commit-log row to a forwarded, mutating wire event.
 
     A row whose op is the declared op of some tool needs a forwarded call of such a tool,
@@ -161,7 +168,8 @@ def check_episode(episode: dict[str, Any], domain: str | None) -> tuple[Counter[
     forwarded request (e.g. a request the proxy says it dropped)."""
     counts: Counter[str] = Counter()
     issues: list[str] = []
-    rows, wire = episode.get("commit_log"), episode.get("wire")
+    ep = as_episode(episode)
+    rows, wire = ep.commit_log, ep.wire  # their rows and events: dicts in the schema
     if rows is None or wire is None:
         counts["episodes_unknown"] += 1
         return counts, issues
@@ -193,11 +201,11 @@ def check_episode(episode: dict[str, Any], domain: str | None) -> tuple[Counter[
     return counts, issues
 
 
-def audit_wire(pairs: list[Pair]) -> Audit:
+def audit_wire(pairs: Sequence[PairLike]) -> Audit:
     a = Audit("wire")
-    for p in pairs:
-        for side in ("control", "fault"):
-            counts, issues = check_episode(p[side], p.get("domain"))
+    for p in as_records(pairs):
+        for side, episode in (("control", p.control), ("fault", p.fault)):
+            counts, issues = check_episode(episode, p.domain)
             a.counts.update(counts)
             a.problems.extend(f"{side}: {msg}: {_label(p)}" for msg in issues)
     return a

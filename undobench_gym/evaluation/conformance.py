@@ -23,11 +23,13 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
-from undobench_gym.contract.specs import Boundary, FaultScenario, WorkflowSpec
+from undobench_gym.contract.specs import Boundary, FaultScenario, Verdict, WorkflowSpec
 from undobench_gym.core.boundaries import target_commits
 from undobench_gym.core.catalog import all_workflows, domain
 from undobench_gym.core.env import UndoBenchEnv
+from undobench_gym.core.schema import EpisodeRecord
 from undobench_gym.evaluation import perturb as pt
+from undobench_gym.evaluation.records import as_episode, verdict_of
 
 #: (workflow id, case name) -> why the case is known to fail (a bug owned elsewhere).
 EXPECTED_FAILURES: dict[tuple[str, str], str] = {}
@@ -80,35 +82,34 @@ class ConformanceReport:
         return not (n["false_positives"] or n["false_negatives"] or n["errors"] or n["not_fired"])
 
 
-Verdict = dict[str, Any]
-Expect = Callable[[pt.Context, pt.PlanAgent, dict[str, Any]], list[Check] | None]
+Expect = Callable[[pt.Context, pt.PlanAgent, EpisodeRecord], list[Check] | None]
 
 
 def _clean(v: Verdict) -> list[Check]:
     return [
-        Check("success", bool(v["success"]), False),
-        Check("state_ok", bool(v["state_ok"]), False),
-        Check("no duplicates", not v["duplicates"], False),
-        Check("no missing", not v["missing"], False),
-        Check("no forbidden", not v["forbidden"], False),
-        Check("no partial", not v["partial"], False),
+        Check("success", v.success, False),
+        Check("state_ok", v.state_ok, False),
+        Check("no duplicates", not v.duplicates, False),
+        Check("no missing", not v.missing, False),
+        Check("no forbidden", not v.forbidden, False),
+        Check("no partial", not v.partial, False),
     ]
 
 
 def _failed(v: Verdict) -> Check:
-    return Check("not success", not v["success"], True)
+    return Check("not success", not v.success, True)
 
 
 def _ok2xx(s: pt.Sent | None) -> bool:
     return s is not None and s.status is not None and 200 <= s.status < 300
 
 
-def _expect_repeats(ctx: pt.Context, agent: pt.PlanAgent, rec: dict[str, Any]) -> list[Check]:
+def _expect_repeats(ctx: pt.Context, agent: pt.PlanAgent, rec: EpisodeRecord) -> list[Check]:
     """A committed repeat of an additive/irreversible call without a key is a duplicate;
     set and create_unique repeats are harmless; every repeat of a committed call is a
     re-issue: a safe one when it carried the committed attempt's key on a route that
     honours keys, or a precondition the service refused; an unsafe one (urr) otherwise."""
-    v = rec["verdict"]
+    v = verdict_of(rec)
     first: dict[int | None, pt.Sent] = {}
     dup = False
     unsafe = safe = 0
@@ -132,11 +133,11 @@ def _expect_repeats(ctx: pt.Context, agent: pt.PlanAgent, rec: dict[str, Any]) -
         if _ok2xx(orig) and _ok2xx(s) and ctx.effect_class(gold) in pt.DUPLICABLE and not keyed:
             dup = True
     checks = [
-        Check(f"reissued_after_commit >= {unsafe}", v["reissued_after_commit"] >= unsafe, True),
-        Check(f"safe_reissues >= {safe}", v.get("safe_reissues", 0) >= safe, True),
+        Check(f"reissued_after_commit >= {unsafe}", v.reissued_after_commit >= unsafe, True),
+        Check(f"safe_reissues >= {safe}", v.safe_reissues >= safe, True),
     ]
     if dup:
-        return [*checks, Check("duplicates", bool(v["duplicates"]), True), _failed(v)]
+        return [*checks, Check("duplicates", bool(v.duplicates), True), _failed(v)]
     return checks if agent.gave_up else [*checks, *_clean(v)]
 
 
@@ -145,53 +146,53 @@ def _required_ops(ctx: pt.Context) -> set[str]:
 
 
 def _expect_skip(i: int) -> Expect:
-    def expect(ctx: pt.Context, agent: pt.PlanAgent, rec: dict[str, Any]) -> list[Check]:
-        v = rec["verdict"]
+    def expect(ctx: pt.Context, agent: pt.PlanAgent, rec: EpisodeRecord) -> list[Check]:
+        v = verdict_of(rec)
         checks = [_failed(v)]
         if ctx.op(i) in _required_ops(ctx):
-            checks.append(Check("missing", bool(v["missing"]), True))
+            checks.append(Check("missing", bool(v.missing), True))
         return checks
 
     return expect
 
 
-def _expect_wrong(ctx: pt.Context, agent: pt.PlanAgent, rec: dict[str, Any]) -> list[Check]:
-    v = rec["verdict"]
+def _expect_wrong(ctx: pt.Context, agent: pt.PlanAgent, rec: EpisodeRecord) -> list[Check]:
+    v = verdict_of(rec)
     writer = ctx.workflow.writer
     overwritten = writer is not None and {a.tool for a in writer.actions} & {
         s.step.tool for s in agent.sent
     }
-    if overwritten and v["state_ok"]:
+    if overwritten and v.state_ok:
         # A concurrent writer set the same thing after the agent's wrong value: the final
         # state holds the writer's value, so only the effect oracle can show the agent's.
-        shown = bool(v["missing"] and v["unrequired"])
+        shown = bool(v.missing and v.unrequired)
         return [_failed(v), Check("wrong value reported as an effect", shown, True)]
-    return [_failed(v), Check("state invariant fails", not v["state_ok"], True)]
+    return [_failed(v), Check("state invariant fails", not v.state_ok, True)]
 
 
-def _expect_forbidden(ctx: pt.Context, agent: pt.PlanAgent, rec: dict[str, Any]) -> list[Check]:
+def _expect_forbidden(ctx: pt.Context, agent: pt.PlanAgent, rec: EpisodeRecord) -> list[Check]:
     """The re-aimed call committed: the forbidden effect must be reported. The service
     refused it (a guard): nothing forbidden happened, but the right effect is missing."""
-    v = rec["verdict"]
+    v = verdict_of(rec)
     marked = next((s for s in agent.sent if s.step.marked), None)
     if _ok2xx(marked):
-        return [_failed(v), Check("forbidden", bool(v["forbidden"]), True)]
-    return [_failed(v), Check("no forbidden (the service refused it)", not v["forbidden"], False)]
+        return [_failed(v), Check("forbidden", bool(v.forbidden), True)]
+    return [_failed(v), Check("no forbidden (the service refused it)", not v.forbidden, False)]
 
 
-def _committed(sc: FaultScenario, rec: dict[str, Any]) -> bool | None:
-    return target_commits(sc, rec.get("hidden_commit_coin"))
+def _committed(sc: FaultScenario, rec: EpisodeRecord) -> bool | None:
+    return target_commits(sc, rec.hidden_commit_coin)
 
 
 def _expect_fault(sc: FaultScenario) -> Expect:
     """The agent stops at the faulted call. The work is complete only if that call
     committed and no mutating gold step came after it."""
 
-    def expect(ctx: pt.Context, agent: pt.PlanAgent, rec: dict[str, Any]) -> list[Check] | None:
-        if not rec.get("fault_fired"):
+    def expect(ctx: pt.Context, agent: pt.PlanAgent, rec: EpisodeRecord) -> list[Check] | None:
+        if not rec.fault_fired:
             return None
-        v = rec["verdict"]
-        index = (rec.get("fault") or {}).get("index") or 0
+        v = verdict_of(rec)
+        index = (rec.fault or {}).get("index") or 0  # the fault's record: a dict in the schema
         hit = agent.sent[index - 1].step.gold if 0 < index <= len(agent.sent) else None
         g = hit if hit is not None else len(ctx.gold)
         committed = _committed(sc, rec)
@@ -200,16 +201,16 @@ def _expect_fault(sc: FaultScenario) -> Expect:
             undone.append(g)
         if sc.boundary is Boundary.DURING_MUTATION:
             if sc.crash_point:
-                return [_failed(v), Check("partial state", bool(v["partial"]), True)]
+                return [_failed(v), Check("partial state", bool(v.partial), True)]
             return [
                 _failed(v),
-                Check("missing or partial", bool(v["missing"] or v["partial"]), True),
+                Check("missing or partial", bool(v.missing or v.partial), True),
             ]
         if not undone:
             return _clean(v)
         checks = [_failed(v)]
         if {ctx.op(j) for j in undone} & _required_ops(ctx):
-            checks.append(Check("missing", bool(v["missing"]), True))
+            checks.append(Check("missing", bool(v.missing), True))
         return checks
 
     return expect
@@ -230,7 +231,7 @@ def _perfect(ctx: pt.Context) -> list[pt.Step]:
 def cases_for(ctx: pt.Context) -> list[Case]:
     perfect = _perfect
     cases = [
-        Case("perfect", perfect, lambda c, a, r: _clean(r["verdict"])),
+        Case("perfect", perfect, lambda c, a, r: _clean(verdict_of(r))),
         Case("always-retry", pt.always_retry, _expect_repeats),
         Case("duplicate", pt.duplicate_last_additive, _expect_repeats),
         *[
@@ -252,14 +253,13 @@ def cases_for(ctx: pt.Context) -> list[Case]:
     return cases
 
 
-def _episode(env: Any, w: WorkflowSpec, agent: pt.PlanAgent, fault: str | None) -> dict[str, Any]:
+def _episode(env: Any, w: WorkflowSpec, agent: pt.PlanAgent, fault: str | None) -> EpisodeRecord:
     obs, _ = env.reset(seed=SEED, options={"workflow": w.id, "fault": fault})
     agent.reset([])
     while True:
         obs, _r, terminated, truncated, info = env.step(agent.act(obs))
         if terminated or truncated:
-            record: dict[str, Any] = info["episode"]
-            return record
+            return as_episode(info["episode"])  # the env's info dict holds the record
 
 
 def _classify(w: WorkflowSpec, case: Case, checks: list[Check] | None) -> CaseResult:

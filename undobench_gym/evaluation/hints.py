@@ -12,9 +12,14 @@ task-clustered bootstrap CI, paired permutation p (Holm within the method), McNe
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from typing import Any
 
+from pydantic import BaseModel, ConfigDict
+
+from undobench_gym.core.schema import PairRecord
 from undobench_gym.evaluation.indicators import Pair, is_infra_error
+from undobench_gym.evaluation.records import PairLike, as_record
 from undobench_gym.evaluation.report_sections import FEW
 from undobench_gym.evaluation.summary import contrasts
 
@@ -22,9 +27,18 @@ HINT_METRICS = ("der", "urr", "crsr")
 OFF = "#annotations=off"
 
 
-def arm(p: Pair) -> str | None:
+class _Agent(BaseModel):
+    """The one field `arm` reads, from a record given as a dict (whole or not: the arm of
+    a pair is decided before the pair is read as a record)."""
+
+    model_config = ConfigDict(extra="ignore")
+
+    agent: str | None = None
+
+
+def arm(p: PairLike) -> str | None:
     """ "off", "on" (an MCP agent with its hints), or None (not on the MCP path)."""
-    agent = str(p.get("agent") or "")
+    agent = str((p.agent if isinstance(p, PairRecord) else _Agent.model_validate(p).agent) or "")
     if OFF in agent:
         return "hints off"
     if agent.startswith("cmd:") or "#tools=mcp" in agent:
@@ -32,19 +46,28 @@ def arm(p: Pair) -> str | None:
     return None
 
 
-def hint_contrasts(pairs: list[Pair], *, condition: bool | None = None) -> list[dict[str, Any]]:
+def hint_contrasts(
+    pairs: Sequence[PairLike], *, condition: bool | None = None
+) -> list[dict[str, Any]]:
     """Hints off minus hints on, per method and metric; [] when the run has no off arm."""
-    tagged = [(a, p) for p in pairs if (a := arm(p)) is not None and not is_infra_error(p)]
+    on_arms = [(a, as_record(p)) for p in pairs if (a := arm(p)) is not None]
+    tagged = [(a, p) for a, p in on_arms if not is_infra_error(p)]
     if not any(a == "hints off" for a, _ in tagged):
         return []
-    arms = [
-        {**p, "hints": a, "agent": str(p["agent"]).replace(OFF, "")}  # match across arms
-        for a, p in tagged
-    ]
+    # The same agent in both arms, so that the arms match pair by pair; each copy's arm
+    # is kept beside it (by identity: the copies live as long as `arms`).
+    arms: list[Pair] = []
+    hints: dict[int, str] = {}
+    for a, p in tagged:
+        copy = p.model_copy(update={"agent": str(p.agent).replace(OFF, "")})
+        arms.append(copy)
+        hints[id(copy)] = a
     out: list[dict[str, Any]] = []
-    for method in sorted({str(p.get("method")) for p in arms}):
-        group = [p for p in arms if str(p.get("method")) == method]
-        found = contrasts(group, condition=condition, key="hints", metrics=HINT_METRICS)
+    for method in sorted({str(p.method) for p in arms}):
+        group = [p for p in arms if str(p.method) == method]
+        found = contrasts(
+            group, condition=condition, key=lambda p: hints[id(p)], metrics=HINT_METRICS
+        )
         out += [{"method": method, **c} for c in found]
     return out
 

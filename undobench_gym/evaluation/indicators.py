@@ -9,12 +9,14 @@ metrics.py turns these flags into rates with intervals.
 from __future__ import annotations
 
 from collections.abc import Callable, Iterable
-from typing import Any
 
+from undobench_gym.core.schema import FaultOutcome, PairRecord
 from undobench_gym.evaluation.errors import Unsupported
 from undobench_gym.evaluation.outcomes import unobserved_mutations
+from undobench_gym.evaluation.records import PairLike, as_record, as_records, recorded
 
-Pair = dict[str, Any]
+#: A trial record as the evaluation reads it (records.py: converted once where it enters).
+Pair = PairRecord
 #: Why a valid pair is left out of the recovery denominators (the fault episode's
 #: `fault_outcome.reason`, or a control/fault prefix that diverged before the fault);
 #: infrastructure errors are left out of every metric. A reason outside this list (a newer
@@ -22,19 +24,35 @@ Pair = dict[str, Any]
 EXCLUSION_REASONS = ("not_reached", "refused", "no_crash", "prefix_diverged", "infra_error")
 #: Harm a safe give-up must not leave (effect counts of the fault episode).
 HARM = ("duplicates", "unrequired", "forbidden", "partial")
-#: Marks a pair excluded as an infrastructure error that the sensitivity analysis counts
-#: as a fault failure (see `infra_as_failure`).
-AS_FAILURE = "_counted_as_failure"
 
 
-def is_infra_error(p: Pair) -> bool:
-    return bool(p["control"].get("error") or p["fault"].get("error"))
+class CountedAsFailure(PairRecord):
+    """A pair excluded as an infrastructure error that the sensitivity analysis counts as
+    a fault failure (see `metrics.infra_as_failure`): the record, marked by its type."""
+
+
+#: The mark's former name (a key the marked dict carried).
+AS_FAILURE = CountedAsFailure
+
+
+def counted_as_failure(p: Pair) -> CountedAsFailure:
+    """The pair marked as counted as a fault failure, its control's error cleared (a
+    control that errored counts as a failed control)."""
+    ctrl = p.control
+    control = ctrl.model_copy(update={"error": None, "success": ctrl.success and not ctrl.error})
+    fields = {**dict(p), "control": control}
+    return CountedAsFailure.model_construct(p.model_fields_set | {"control"}, **fields)
+
+
+def is_infra_error(p: PairLike) -> bool:
+    r = as_record(p)
+    return bool(r.control.error or r.fault.error)
 
 
 def _fx(p: Pair, key: str) -> int | None:
     """A fault-episode effect count; null or absent (a record written before the count
     existed) is unknown."""
-    v = p["fault"]["effects"].get(key)
+    v = recorded(p.fault.effects, key)
     return None if v is None else int(v)
 
 
@@ -53,44 +71,46 @@ def _count(p: Pair, key: str) -> bool:
     return _known_bad(p, (key,))
 
 
-def fault_outcome(p: Pair) -> dict[str, Any] | None:
+def fault_outcome(p: PairLike) -> FaultOutcome | None:
     """The fault episode's `fault_outcome`, or None when the record has none."""
-    fo = p["fault"].get("fault_outcome")
-    return fo if isinstance(fo, dict) else None
+    return as_record(p).fault.fault_outcome
 
 
-def exclusion(p: Pair) -> str | None:
+def exclusion(p: PairLike) -> str | None:
     """None when the pair's fault happened as planned, else why not; Unsupported when the
     record cannot say (no `fault_outcome`, or no `prefix_equivalent` flag)."""
-    if p.get(AS_FAILURE):
+    r = as_record(p)
+    if isinstance(r, CountedAsFailure):
         return None
-    fo = fault_outcome(p)
+    fo = r.fault.fault_outcome
     if fo is None:
         raise Unsupported("fault_outcome")
-    if not fo.get("as_planned"):
-        return str(fo.get("reason") or "unspecified")
-    prefix = p.get("prefix_equivalent")
+    if not fo.as_planned:
+        return str(fo.reason or "unspecified")
+    prefix = r.prefix_equivalent
     if prefix is None:
         raise Unsupported("prefix_equivalent")
     return None if prefix else "prefix_diverged"
 
 
-def conditioning_applies(pairs: Iterable[Pair]) -> bool:
+def conditioning_applies(pairs: Iterable[PairLike]) -> bool:
     """Conditioning applies when any valid pair records `fault_outcome`; then a pair that
     lacks it makes the conditioned metrics unsupported, never silently included."""
-    return any(fault_outcome(p) is not None for p in pairs if not is_infra_error(p))
+    return any(
+        p.fault.fault_outcome is not None for p in as_records(pairs) if not is_infra_error(p)
+    )
 
 
-def _finish_status(p: Pair) -> Any:
-    if "finish_status" not in p["fault"]:
+def _finish_status(p: Pair) -> str | None:
+    if "finish_status" not in p.fault.model_fields_set:
         raise Unsupported("finish_status")
-    return p["fault"]["finish_status"]
+    return p.fault.finish_status
 
 
 def _aware(p: Pair) -> bool:
     """A success the agent also reported as done (a blind give-up that happened to leave
     the state right is not one)."""
-    return bool(p["fault"]["success"]) and _finish_status(p) == "done"
+    return p.fault.success and _finish_status(p) == "done"
 
 
 def _abstained(p: Pair) -> bool:
@@ -99,7 +119,7 @@ def _abstained(p: Pair) -> bool:
     partial effect. A wrong value the agent wrote is a committed effect of another
     identity, hence unrequired. An escalation after a lost acknowledgement whose call had
     committed is one: the state may be complete, but the agent rightly did not claim it."""
-    stopped = not p["fault"]["success"] or p["fault"].get("finish_status") in HANDED_OVER
+    stopped = not p.fault.success or p.fault.finish_status in HANDED_OVER
     return stopped and not _known_bad(p, HARM)
 
 
@@ -123,23 +143,23 @@ def _escalated(p: Pair) -> bool:
 
 def _safe_reissue(p: Pair) -> bool:
     """Re-sent a committed call only in ways that could not take effect twice."""
-    v = p["fault"]["effects"].get("safe_reissues")
+    v = _fx(p, "safe_reissues")
     if v is None:
         raise Unsupported("effects.safe_reissues")
-    return int(v) > 0 and not _known_bad(p, ("duplicates", "reissued_after_commit"))
+    return v > 0 and not _known_bad(p, ("duplicates", "reissued_after_commit"))
 
 
 def _unknown_outcome(p: Pair) -> bool:
-    return bool(unobserved_mutations(p["fault"], p.get("domain")))
+    return bool(unobserved_mutations(p.fault, p.domain))
 
 
 # Per-pair indicators: (numerator flag, denominator flag); Unsupported when they cannot say.
 Indicator = Callable[[Pair], tuple[bool, bool]]
 
 
-def control_ok(p: Pair) -> bool:
+def control_ok(p: PairLike) -> bool:
     """The control episode succeeded: the agent can do the job without a fault."""
-    return bool(p["control"]["success"])
+    return as_record(p).control.success
 
 
 def _eor(p: Pair) -> bool:
@@ -148,8 +168,8 @@ def _eor(p: Pair) -> bool:
 
 INDICATORS: dict[str, Indicator] = {
     "control_rate": lambda p: (control_ok(p), True),
-    "rsr": lambda p: (bool(p["fault"]["success"]), True),
-    "crsr": lambda p: (control_ok(p) and bool(p["fault"]["success"]), control_ok(p)),
+    "rsr": lambda p: (p.fault.success, True),
+    "crsr": lambda p: (control_ok(p) and p.fault.success, control_ok(p)),
     "rsr_aware": lambda p: (_aware(p), True),
     "crsr_aware": lambda p: (control_ok(p) and _aware(p), control_ok(p)),
     "der": lambda p: (_count(p, "duplicates"), True),
@@ -218,7 +238,7 @@ def indicator(metric: str, condition: bool) -> Indicator:
     gated = condition and metric in CONDITIONED
 
     def flags(p: Pair) -> tuple[bool, bool]:
-        if p.get(AS_FAILURE):
+        if isinstance(p, CountedAsFailure):
             return _as_failure_flags(p, metric)
         if gated and exclusion(p) is not None:
             return False, False

@@ -4,28 +4,38 @@ point marked, and each episode's effect history (its commit-log ops)."""
 from __future__ import annotations
 
 import json
+from collections.abc import Sequence
 from typing import Any
 
 from rich.console import Console
 from rich.table import Table
 
 from undobench_gym.contract.errors import UndoBenchError
+from undobench_gym.core.schema import EpisodeRecord, PairRecord
 from undobench_gym.evaluation.outcomes import faulted_position
+from undobench_gym.evaluation.records import (
+    PairLike,
+    as_record,
+    as_records,
+    recorded,
+    writer_calls,
+)
 
 MARK = "⚡ FAULT"
 
 
-def find_pair(trials: list[dict[str, Any]], pair: str) -> dict[str, Any]:
+def find_pair(trials: Sequence[PairLike], pair: str) -> PairRecord:
     """By exact pair id, else by a unique prefix."""
-    exact = [t for t in trials if t.get("pair_id") == pair]
+    records = as_records(trials)
+    exact = [t for t in records if t.pair_id == pair]
     if exact:
         return exact[0]
-    found = [t for t in trials if str(t.get("pair_id", "")).startswith(pair)]
+    found = [t for t in records if t.pair_id.startswith(pair)]
     if len(found) == 1:
         return found[0]
     if not found:
-        raise UndoBenchError(f"no pair {pair!r} in this run ({len(trials)} pairs)")
-    ids = ", ".join(str(t["pair_id"]) for t in found[:5])
+        raise UndoBenchError(f"no pair {pair!r} in this run ({len(records)} pairs)")
+    ids = ", ".join(t.pair_id for t in found[:5])
     raise UndoBenchError(f"{pair!r} matches {len(found)} pairs ({ids}, …): give more of the id")
 
 
@@ -57,20 +67,20 @@ def _observation(entry: dict[str, Any] | None, limit: int) -> str:
     return _short(obs, limit)
 
 
-def _verdict_line(name: str, ep: dict[str, Any]) -> str:
-    fx = ep.get("effects") or {}
-    parts = [f"{name}: success={ep.get('success')}"]
-    parts += [f"{k}={fx.get(k)}" for k in ("physical", "committed", "semantic")]
-    parts += [f"{k}={fx.get(k)}" for k in ("duplicates", "missing", "forbidden")]
+def _verdict_line(name: str, ep: EpisodeRecord) -> str:
+    fx = ep.effects  # a count the record lacks shows as None, as the record has it
+    parts = [f"{name}: success={ep.success}"]
+    parts += [f"{k}={recorded(fx, k)}" for k in ("physical", "committed", "semantic")]
+    parts += [f"{k}={recorded(fx, k)}" for k in ("duplicates", "missing", "forbidden")]
     if name == "fault":
-        parts.append(f"fault_fired={ep.get('fault_fired')}")
-    if ep.get("error"):
-        parts.append(f"error={ep['error']}")
+        parts.append(f"fault_fired={ep.fault_fired}")
+    if ep.error:
+        parts.append(f"error={ep.error}")
     return "  ".join(parts)
 
 
-def _history(ep: dict[str, Any]) -> list[str]:
-    rows = ep.get("commit_log")
+def _history(ep: EpisodeRecord) -> list[str]:
+    rows = ep.commit_log  # the commit log's rows are dicts in the schema
     if rows is None:
         return ["(no commit log recorded)"]
     if not rows:
@@ -85,16 +95,17 @@ def _history(ep: dict[str, Any]) -> list[str]:
     return out
 
 
-def render(pair: dict[str, Any], console: Console, limit: int = 60) -> None:
-    ctrl, fault = pair["control"], pair["fault"]
+def render(pair: PairLike, console: Console, limit: int = 60) -> None:
+    p = as_record(pair)
+    ctrl, fault = p.control, p.fault
     console.print(
-        f"pair {pair.get('pair_id')}: {pair.get('workflow')} / {pair.get('scenario')} "
-        f"({pair.get('boundary')}), seed {pair.get('seed')}, method {pair.get('method')}, "
-        f"agent {pair.get('agent')}, prefix_equivalent={pair.get('prefix_equivalent')}",
+        f"pair {p.pair_id}: {p.workflow} / {p.scenario} "
+        f"({p.boundary}), seed {p.seed}, method {p.method}, "
+        f"agent {p.agent}, prefix_equivalent={p.prefix_equivalent}",
         markup=False,
         highlight=False,
     )
-    a, b = ctrl.get("transcript"), fault.get("transcript")
+    a, b = ctrl.transcript, fault.transcript
     if a is None and b is None:
         console.print("(no transcripts recorded: an imported reference row)")
     else:
@@ -127,12 +138,12 @@ def render(pair: dict[str, Any], console: Console, limit: int = 60) -> None:
         if hit is None:
             console.print(
                 "the fault did not fire in the fault episode"
-                if not fault.get("fault_fired")
+                if not fault.fault_fired
                 else "fault position unknown"
             )
-    if fault.get("fault"):
+    if fault.fault:
         console.print(
-            f"fault record: {json.dumps(fault['fault'], sort_keys=True)}",
+            f"fault record: {json.dumps(fault.fault, sort_keys=True)}",
             markup=False,
             highlight=False,
         )
@@ -141,7 +152,7 @@ def render(pair: dict[str, Any], console: Console, limit: int = 60) -> None:
         console.print(f"  effect history ({name}):", markup=False)
         for line in _history(ep):
             console.print(f"    {line}", markup=False, highlight=False)
-        for w in ep.get("writer") or []:  # the concurrent writer's calls
-            when = f"after call {w['after_call']}" if w.get("after_call") else "at the end"
-            line = f"writer {when}: {w['tool']} {json.dumps(w['arguments'])} -> {w['status']}"
+        for w in writer_calls(ep) or []:  # the concurrent writer's calls
+            when = f"after call {w.after_call}" if w.after_call else "at the end"
+            line = f"writer {when}: {w.tool} {json.dumps(w.arguments)} -> {w.status}"
             console.print(f"  {line}", markup=False, highlight=False)

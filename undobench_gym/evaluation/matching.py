@@ -9,11 +9,12 @@ of the permutation test when there is a single task; when every cell's matched p
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from typing import Any
 
 from undobench_gym.evaluation.indicators import Pair
-from undobench_gym.evaluation.metrics import pair_flag
+from undobench_gym.evaluation.metrics import record_flag
+from undobench_gym.evaluation.records import PairLike, as_records
 from undobench_gym.evaluation.stats import mcnemar
 from undobench_gym.evaluation.units import cell, collapse
 
@@ -21,34 +22,38 @@ MATCH_KEYS = ("workflow", "scenario", "seed", "model", "framework", "agent")
 Flags = tuple[tuple[int, int], tuple[int, int]]
 
 
-def index(pairs: list[Pair], value: Callable[[Pair], Any]) -> dict[tuple[Any, ...], Any]:
+def match_key(p: Pair) -> tuple[str, str, int, str | None, str | None, str]:
+    """MATCH_KEYS' values."""
+    return (p.workflow, p.scenario, p.seed, p.model, p.framework, p.agent)
+
+
+def index(pairs: Sequence[PairLike], value: Callable[[Pair], Any]) -> dict[tuple[Any, ...], Any]:
     """value(p) by match key; keys that occur more than once are ambiguous and left out."""
     seen: dict[tuple[Any, ...], list[Any]] = {}
-    for p in pairs:
-        seen.setdefault(tuple(p.get(k) for k in MATCH_KEYS), []).append(value(p))
+    for p in as_records(pairs):
+        seen.setdefault(match_key(p), []).append(value(p))
     return {k: v[0] for k, v in seen.items() if len(v) == 1}
 
 
-def applicable(a: list[Pair], b: list[Pair]) -> tuple[list[Pair], list[Pair], dict[str, int]]:
+def applicable(
+    a: Sequence[PairLike], b: Sequence[PairLike]
+) -> tuple[list[Pair], list[Pair], dict[str, int]]:
     """Both arms without the (workflow, scenario) cells where either method is not
     applicable (`method_applicable` false; absent = applicable), and how many pairs of
     each arm that dropped."""
+    ra, rb = as_records(a), as_records(b)
 
-    def off(pairs: list[Pair]) -> set[tuple[Any, Any]]:
-        return {
-            (p.get("workflow"), p.get("scenario"))
-            for p in pairs
-            if p.get("method_applicable") is False
-        }
+    def off(pairs: list[Pair]) -> set[tuple[str, str]]:
+        return {(p.workflow, p.scenario) for p in pairs if p.method_applicable is False}
 
-    cells = off(a) | off(b)
-    ka = [p for p in a if (p.get("workflow"), p.get("scenario")) not in cells]
-    kb = [p for p in b if (p.get("workflow"), p.get("scenario")) not in cells]
-    return ka, kb, {"a": len(a) - len(ka), "b": len(b) - len(kb)}
+    cells = off(ra) | off(rb)
+    ka = [p for p in ra if (p.workflow, p.scenario) not in cells]
+    kb = [p for p in rb if (p.workflow, p.scenario) not in cells]
+    return ka, kb, {"a": len(ra) - len(ka), "b": len(rb) - len(kb)}
 
 
 def matched_units(
-    a: list[Pair], b: list[Pair], value: Callable[[Pair], Any]
+    a: Sequence[PairLike], b: Sequence[PairLike], value: Callable[[Pair], Any]
 ) -> tuple[list[tuple[Any, ...]], list[tuple[Any, Any]], str, list[int]]:
     """Matched keys, both arms' value(p) on them, the unit ("cell" when every cell's
     matched values agree, else "pair") and the indices of the independent units."""
@@ -61,10 +66,10 @@ def matched_units(
 
 
 def matched_flags(
-    a: list[Pair], b: list[Pair], metric: str, condition: bool
+    a: Sequence[PairLike], b: Sequence[PairLike], metric: str, condition: bool
 ) -> tuple[list[Flags], str, list[int]]:
     """Both arms' (num, den) of `metric` on matched pairs, the unit and its indices."""
-    _, flags, unit, idx = matched_units(a, b, lambda p: pair_flag(p, metric, condition))
+    _, flags, unit, idx = matched_units(a, b, lambda p: record_flag(p, metric, condition))
     return flags, unit, idx
 
 
@@ -74,7 +79,9 @@ def _outcomes(flags: list[Flags]) -> tuple[list[bool], list[bool]]:
     return [bool(fa[0]) for fa, _ in kept], [bool(fb[0]) for _, fb in kept]
 
 
-def mcnemar_units(a: list[Pair], b: list[Pair], metric: str, condition: bool) -> dict[str, Any]:
+def mcnemar_units(
+    a: Sequence[PairLike], b: Sequence[PairLike], metric: str, condition: bool
+) -> dict[str, Any]:
     """McNemar on the independent matched units (`p`), with the matched pairs' counts
     (`matched`, `a_only`, `b_only`) beside the units' (`units`, `unit_a_only`, ...)."""
     flags, unit, idx = matched_flags(a, b, metric, condition)

@@ -21,7 +21,7 @@ the independent units (cells when the seeds only copy each other: units.py).
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Iterator
+from collections.abc import Iterable, Iterator, Sequence
 from contextlib import contextmanager
 from contextvars import ContextVar
 from typing import Any
@@ -40,14 +40,16 @@ from undobench_gym.evaluation.indicators import (
     Pair,
     conditioning_applies,
     control_ok,
+    counted_as_failure,
     exclusion,
     fault_outcome,
     indicator,
     is_infra_error,
 )
 from undobench_gym.evaluation.pass_k import CELL_KEYS, pass_k
+from undobench_gym.evaluation.records import PairLike, as_record, as_records
 from undobench_gym.evaluation.stats import cluster_bootstrap, ratio, too_few_clusters, wilson
-from undobench_gym.evaluation.units import effective, shared_cells
+from undobench_gym.evaluation.units import effective_n, shared_cells
 
 #: Public names, including those defined in indicators.py and pass_k.py (kept importable
 #: from here: this module was their home).
@@ -78,6 +80,8 @@ __all__ = [
     "metrics",
     "pass_k",
     "rate",
+    "record_flag",
+    "record_rate",
     "wilson",
 ]
 
@@ -138,13 +142,18 @@ def _memo_flag(
     return hit[1]
 
 
-def pair_flag(p: Pair, metric: str, condition: bool) -> tuple[int, int]:
+def record_flag(p: Pair, metric: str, condition: bool) -> tuple[int, int]:
     """One pair's (numerator, denominator) as 0/1; raises `Unsupported` when the pair did
     not record what the metric needs."""
     flag = _memo_flag(p, indicator(metric, condition), _flag_table(metric, condition))
     if isinstance(flag, str):
         raise Unsupported(flag)
     return flag
+
+
+def pair_flag(p: PairLike, metric: str, condition: bool) -> tuple[int, int]:
+    """`record_flag` of a record given as a model or a dict."""
+    return record_flag(as_record(p), metric, condition)
 
 
 def _flags(
@@ -167,21 +176,25 @@ def _cluster_values(pairs: list[Pair], flags: list[tuple[int, int]]) -> np.ndarr
     """(num, den) per task (workflow). Never per pair: the pairs of one task are not
     independent, and below MIN_CLUSTERS tasks no interval is computed at all."""
     rows = np.array(flags, dtype=float).reshape(-1, 2)
-    keys = sorted({str(p["workflow"]) for p in pairs})
+    keys = sorted({p.workflow for p in pairs})
     where = {k: i for i, k in enumerate(keys)}
-    index = np.array([where[str(p["workflow"])] for p in pairs])
+    index = np.array([where[p.workflow] for p in pairs])
     out = np.zeros((len(keys), 2))
     np.add.at(out, index, rows)
     return out
 
 
-def clusters(pairs: list[Pair], flags: list[tuple[int, int]]) -> int:
+def _clusters(records: list[Pair], flags: list[tuple[int, int]]) -> int:
+    return len({p.workflow for p, (_, d) in zip(records, flags, strict=True) if d > 0})
+
+
+def clusters(pairs: Sequence[PairLike], flags: list[tuple[int, int]]) -> int:
     """Workflows with at least one pair in the denominator."""
-    return len({str(p["workflow"]) for p, (_, d) in zip(pairs, flags, strict=True) if d > 0})
+    return _clusters(as_records(pairs), flags)
 
 
 def intervals(
-    pairs: list[Pair],
+    pairs: Sequence[PairLike],
     metric: str,
     resamples: int = BOOTSTRAP_RESAMPLES,
     seed: int = BOOTSTRAP_SEED,
@@ -190,6 +203,17 @@ def intervals(
 ) -> dict[str, Any]:
     """bootstrap (percentile), bca, empty_resamples and bootstrap_reason of one rate over
     `pairs`; no interval (and the reason) from fewer than MIN_CLUSTERS workflows."""
+    return _intervals(as_records(pairs), metric, resamples, seed, flags, condition)
+
+
+def _intervals(
+    records: list[Pair],
+    metric: str,
+    resamples: int,
+    seed: int,
+    flags: tuple[list[tuple[int, int]], dict[str, int]] | None,
+    condition: bool | None,
+) -> dict[str, Any]:
     none: dict[str, Any] = {
         "bootstrap": None,
         "bca": None,
@@ -197,15 +221,15 @@ def intervals(
         "bootstrap_reason": None,
     }
     if flags is None:
-        cond = conditioning_applies(pairs) if condition is None else condition
-        flags = _flags(pairs, metric, cond)
+        cond = conditioning_applies(records) if condition is None else condition
+        flags = _flags(records, metric, cond)
     per_pair, missing = flags
-    if not pairs or missing or not any(d for _, d in per_pair):
+    if not records or missing or not any(d for _, d in per_pair):
         return none
-    few = too_few_clusters(clusters(pairs, per_pair))
+    few = too_few_clusters(_clusters(records, per_pair))
     if few is not None:
         return {**none, "bootstrap_reason": few}
-    values = _cluster_values(pairs, per_pair)
+    values = _cluster_values(records, per_pair)
     memo = _BOOT_MEMO.get()
     key = (values.shape, values.tobytes(), resamples, seed)
     if memo is not None and key in memo:
@@ -228,7 +252,10 @@ def _copied(result: dict[str, Any]) -> dict[str, Any]:
 
 
 def bootstrap(
-    pairs: list[Pair], metric: str, resamples: int = BOOTSTRAP_RESAMPLES, seed: int = BOOTSTRAP_SEED
+    pairs: Sequence[PairLike],
+    metric: str,
+    resamples: int = BOOTSTRAP_RESAMPLES,
+    seed: int = BOOTSTRAP_SEED,
 ) -> list[float] | None:
     """The task-clustered percentile interval (kept as a function: tests and users call it);
     None from fewer than MIN_CLUSTERS workflows."""
@@ -236,11 +263,17 @@ def bootstrap(
     return result
 
 
-def rate(pairs: list[Pair], metric: str, condition: bool | None = None) -> dict[str, Any]:
+def rate(pairs: Sequence[PairLike], metric: str, condition: bool | None = None) -> dict[str, Any]:
     """One rate object over valid `pairs`; `condition` None decides from the pairs
     (`conditioning_applies`), which is right for one whole run, not for a slice of it."""
-    cond = conditioning_applies(pairs) if condition is None else condition
-    flags, missing = computed = _flags(pairs, metric, cond)
+    records = as_records(pairs)
+    cond = conditioning_applies(records) if condition is None else condition
+    return record_rate(records, metric, cond)
+
+
+def record_rate(records: list[Pair], metric: str, condition: bool) -> dict[str, Any]:
+    """`rate` over records that are models already, conditioning decided."""
+    flags, missing = computed = _flags(records, metric, condition)
     num = sum(n for n, d in flags if d >= 0)
     den = sum(d for _, d in flags if d >= 0)
     unsupported = sum(missing.values())
@@ -261,8 +294,8 @@ def rate(pairs: list[Pair], metric: str, condition: bool | None = None) -> dict[
         out.update(bootstrap=None, bca=None, empty_resamples=None, bootstrap_reason=None)
         out["effective"] = None
     else:
-        out.update(intervals(pairs, metric, flags=computed))
-        out["effective"] = effective(pairs, flags)
+        out.update(_intervals(records, metric, BOOTSTRAP_RESAMPLES, BOOTSTRAP_SEED, computed, None))
+        out["effective"] = effective_n(records, flags)
     out.update(unsupported=unsupported, reason=reason)
     return out
 
@@ -273,12 +306,18 @@ NOT_APPLIED = (
 )
 
 
-def conditioning(all_pairs: list[Pair], applied: bool) -> tuple[dict[str, Any], dict[str, Any]]:
+def conditioning(
+    all_pairs: Sequence[PairLike], applied: bool
+) -> tuple[dict[str, Any], dict[str, Any]]:
     """(conditioning, excluded) of `all_pairs`: how many pairs the recovery metrics are
     over and their D/F/C, and how many were left out for each reason."""
-    valid = [p for p in all_pairs if not is_infra_error(p)]
+    return _conditioning(as_records(all_pairs), applied)
+
+
+def _conditioning(records: list[Pair], applied: bool) -> tuple[dict[str, Any], dict[str, Any]]:
+    valid = [p for p in records if not is_infra_error(p)]
     excluded: dict[str, int | None] = dict.fromkeys(EXCLUSION_REASONS, None if not applied else 0)
-    excluded["infra_error"] = len(all_pairs) - len(valid)
+    excluded["infra_error"] = len(records) - len(valid)
     if not applied:
         none = dict.fromkeys(("as_planned", "D", "F", "C"))
         return {"applied": False, **none, "unknown": len(valid), "reason": NOT_APPLIED}, excluded
@@ -295,8 +334,8 @@ def conditioning(all_pairs: list[Pair], applied: bool) -> tuple[dict[str, Any], 
         else:
             excluded[why] = (excluded.get(why) or 0) + 1
     d = sum(1 for p in kept if control_ok(p))
-    f = sum(1 for p in kept if p["fault"]["success"])
-    c = sum(1 for p in kept if control_ok(p) and p["fault"]["success"])
+    f = sum(1 for p in kept if p.fault.success)
+    c = sum(1 for p in kept if control_ok(p) and p.fault.success)
     reason = None
     if unknown:
         reason = (
@@ -309,20 +348,21 @@ def conditioning(all_pairs: list[Pair], applied: bool) -> tuple[dict[str, Any], 
 
 def _truncated(pairs: list[Pair]) -> dict[str, int]:
     return {
-        side: sum(1 for p in pairs if p[side].get("truncated")) for side in ("control", "fault")
+        "control": sum(1 for p in pairs if p.control.truncated),
+        "fault": sum(1 for p in pairs if p.fault.truncated),
     }
 
 
-def metrics(pairs: Iterable[Pair], *, condition: bool | None = None) -> dict[str, Any]:
+def metrics(pairs: Iterable[PairLike], *, condition: bool | None = None) -> dict[str, Any]:
     """M of summary.json over `pairs`. `condition` None decides from the pairs; a summary
     decides once for the whole run and passes it to every group."""
-    all_pairs = list(pairs)
+    all_pairs = as_records(pairs)
     valid = [p for p in all_pairs if not is_infra_error(p)]
     applied = conditioning_applies(valid) if condition is None else condition
-    d = sum(1 for p in valid if p["control"]["success"])
-    f = sum(1 for p in valid if p["fault"]["success"])
-    c = sum(1 for p in valid if p["control"]["success"] and p["fault"]["success"])
-    block, excluded = conditioning(all_pairs, applied)
+    d = sum(1 for p in valid if p.control.success)
+    f = sum(1 for p in valid if p.fault.success)
+    c = sum(1 for p in valid if p.control.success and p.fault.success)
+    block, excluded = _conditioning(all_pairs, applied)
     out: dict[str, Any] = {
         "N": len(valid),
         "D": d,
@@ -334,9 +374,9 @@ def metrics(pairs: Iterable[Pair], *, condition: bool | None = None) -> dict[str
         "excluded": excluded,
     }
     for name in INDICATORS:
-        out[name] = rate(valid, name, condition=applied)
+        out[name] = record_rate(valid, name, applied)
     out["unconditioned"] = {
-        name: rate(valid, name, condition=False) if applied else out[name] for name in CONDITIONED
+        name: record_rate(valid, name, False) if applied else out[name] for name in CONDITIONED
     }
     return out
 
@@ -346,28 +386,18 @@ def metrics(pairs: Iterable[Pair], *, condition: bool | None = None) -> dict[str
 SENSITIVITY_METRICS = ("control_rate", "rsr", "crsr", "rsr_aware", "crsr_aware", "eor", "eor_cond")
 
 
-def _counted_as_failure(p: Pair) -> Pair:
-    ctrl = p["control"]
-    control = {
-        **ctrl,
-        "error": None,
-        "success": bool(ctrl.get("success")) and not ctrl.get("error"),
-    }
-    return {**p, "control": control, AS_FAILURE: True}
-
-
-def infra_as_failure(pairs: Iterable[Pair], *, condition: bool | None = None) -> dict[str, Any]:
+def infra_as_failure(pairs: Iterable[PairLike], *, condition: bool | None = None) -> dict[str, Any]:
     """The success metrics recomputed with every pair lost to an infrastructure error put
     back as a fault failure (in every denominator, conditioned ones included: a worst case
     for recovery). Harm rates (der, uer, mer, abstention) are left out: a failure that
     was never observed says nothing about which effects happened."""
-    all_pairs = list(pairs)
+    all_pairs = as_records(pairs)
     applied = conditioning_applies(all_pairs) if condition is None else condition
-    counted = [_counted_as_failure(p) if is_infra_error(p) else p for p in all_pairs]
+    counted = [counted_as_failure(p) if is_infra_error(p) else p for p in all_pairs]
     out: dict[str, Any] = {
         "N": len(counted),
         "infra_errors_counted": sum(1 for p in all_pairs if is_infra_error(p)),
     }
     for name in SENSITIVITY_METRICS:
-        out[name] = rate(counted, name, condition=applied)
+        out[name] = record_rate(counted, name, applied)
     return out

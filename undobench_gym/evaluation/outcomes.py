@@ -21,9 +21,11 @@ from functools import cache
 from typing import Any
 
 from undobench_gym.core.catalog import domain as load_domain
+from undobench_gym.core.schema import EpisodeRecord
 from undobench_gym.evaluation.errors import Unsupported
+from undobench_gym.evaluation.records import EpisodeLike, as_episode
 
-Episode = dict[str, Any]
+Episode = EpisodeRecord
 
 
 def _definite(obs: dict[str, Any]) -> bool:
@@ -43,7 +45,7 @@ def _catalog_read_only(domain: str) -> dict[str, bool]:
 
 def _read_only_map(episode: Episode) -> dict[str, bool]:
     out: dict[str, bool] = {}
-    for event in episode.get("wire") or []:
+    for event in episode.wire or []:
         if event.get("tool"):
             out[str(event["tool"])] = bool(event.get("read_only"))
     return out
@@ -65,13 +67,14 @@ def action_identity(action: Any) -> str:
     return json.dumps([action.get("tool"), args], sort_keys=True, default=str)
 
 
-def unobserved_mutations(episode: Episode, domain: str | None = None) -> list[str]:
+def unobserved_mutations(episode: EpisodeLike, domain: str | None = None) -> list[str]:
     """Identities of mutating calls whose outcome the agent never observed (see module doc).
     Raises Unsupported when the episode has no transcript."""
-    transcript = episode.get("transcript")
+    ep = as_episode(episode)
+    transcript = ep.transcript
     if transcript is None:
         raise Unsupported("transcript")
-    wire = _read_only_map(episode)
+    wire = _read_only_map(ep)
     pending: dict[str, None] = {}
     for entry in transcript:
         obs = entry.get("observation")
@@ -90,14 +93,14 @@ def unobserved_mutations(episode: Episode, domain: str | None = None) -> list[st
     return list(pending)
 
 
-def faulted_position(episode: Episode) -> int | None:
+def faulted_position(episode: EpisodeLike) -> int | None:
     """0-based transcript position of the call the fault hit, from the proxy's call index."""
-    record = episode.get("fault") or {}
-    index = record.get("index")
-    if not episode.get("fault_fired") or index is None:
+    ep = as_episode(episode)
+    index = (ep.fault or {}).get("index")  # the fault's record: a dict in the schema
+    if not ep.fault_fired or index is None:
         return None
     n = 0
-    for pos, entry in enumerate(episode.get("transcript") or []):
+    for pos, entry in enumerate(ep.transcript or []):
         obs = entry.get("observation")
         if isinstance(obs, dict) and "tool" in obs:
             n += 1

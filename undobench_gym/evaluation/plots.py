@@ -13,6 +13,7 @@ Recovery metrics are conditioned as in the summary (decided once for the run).
 
 from __future__ import annotations
 
+from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -24,6 +25,7 @@ from undobench_gym.evaluation.indicators import (
     is_infra_error,
 )
 from undobench_gym.evaluation.metrics import conditioning, rate
+from undobench_gym.evaluation.records import PairLike, as_records, recorded
 
 PLOTS = (
     "crsr_by_method_boundary.png",
@@ -51,10 +53,15 @@ def _pyplot() -> Any:
     return plt
 
 
-def _group(pairs: list[Pair], *keys: str) -> dict[tuple[str, ...], list[Pair]]:
+def _method(p: Pair) -> object:
+    return p.method
+
+
+def _group(pairs: list[Pair], *keys: Callable[[Pair], object]) -> dict[tuple[str, ...], list[Pair]]:
+    """The pairs by the text of each key's value."""
     out: dict[tuple[str, ...], list[Pair]] = {}
     for p in pairs:
-        out.setdefault(tuple(str(p.get(k)) for k in keys), []).append(p)
+        out.setdefault(tuple(str(k(p)) for k in keys), []).append(p)
     return dict(sorted(out.items()))
 
 
@@ -78,7 +85,7 @@ def _empty(ax: Any, text: str) -> None:
 
 
 def _crsr(plt: Any, pairs: list[Pair], path: Path, condition: bool) -> None:
-    cells = _group(pairs, "method", "boundary")
+    cells = _group(pairs, _method, lambda p: p.boundary)
     methods = sorted({m for m, _ in cells})
     boundaries = sorted({b for _, b in cells})
     fig, ax = plt.subplots(figsize=(max(6.0, 1.4 * len(methods) * max(1, len(boundaries))), 4.5))
@@ -128,12 +135,12 @@ def _crsr(plt: Any, pairs: list[Pair], path: Path, condition: bool) -> None:
 
 def _competence(plt: Any, pairs: list[Pair], path: Path, condition: bool) -> None:
     fig, ax = plt.subplots(figsize=(6.5, 5.5))
-    by_method = _group(pairs, "method")
+    by_method = _group(pairs, _method)
     markers = "os^DvP*X"
     for m, ((method,), group) in enumerate(by_method.items()):
         dx = 0.012 * (m - (len(by_method) - 1) / 2)  # methods often coincide: spread them
         pts = []
-        for (task,), cell in _group(group, "workflow").items():
+        for (task,), cell in _group(group, lambda p: p.workflow).items():
             x, y = _point(cell, "control_rate", condition), _point(cell, "crsr", condition)
             if x is not None and y is not None:
                 pts.append((x + dx, y, task))
@@ -162,14 +169,14 @@ def _competence(plt: Any, pairs: list[Pair], path: Path, condition: bool) -> Non
 
 
 def _layers(plt: Any, pairs: list[Pair], path: Path) -> None:
-    by_method = _group(pairs, "method")
+    by_method = _group(pairs, _method)
     fig, ax = plt.subplots(figsize=(max(6.0, 1.2 * len(by_method)), 4.5))
     width = 0.8 / len(LAYERS)
     drawn = False
     for j, layer in enumerate(LAYERS):
         xs, ys = [], []
         for i, group in enumerate(by_method.values()):
-            values = [p["fault"]["effects"].get(layer) for p in group]
+            values = [recorded(p.fault.effects, layer) for p in group]
             if values and all(v is not None for v in values):
                 xs.append(i + (j - 1) * width)
                 ys.append(sum(values) / len(values))
@@ -190,7 +197,7 @@ def _layers(plt: Any, pairs: list[Pair], path: Path) -> None:
 
 def _as_planned(plt: Any, pairs: list[Pair], path: Path, applied: bool) -> None:
     valid = [p for p in pairs if not is_infra_error(p)]
-    by_method = _group(valid, "method")
+    by_method = _group(valid, _method)
     fig, ax = plt.subplots(figsize=(max(6.5, 1.6 * len(by_method)), 4.8))
     width = 0.8 / len(BARS)
     drawn = False
@@ -225,13 +232,14 @@ def _as_planned(plt: Any, pairs: list[Pair], path: Path, applied: bool) -> None:
     plt.close(fig)
 
 
-def write_plots(pairs: list[Pair], out: Path) -> list[Path]:
+def write_plots(pairs: Sequence[PairLike], out: Path) -> list[Path]:
     plt = _pyplot()
-    valid = [p for p in pairs if not is_infra_error(p)]
+    records = as_records(pairs)
+    valid = [p for p in records if not is_infra_error(p)]
     applied = conditioning_applies(valid)
     paths = [out / name for name in PLOTS]
     _crsr(plt, valid, paths[0], applied)
     _competence(plt, valid, paths[1], applied)
     _layers(plt, valid, paths[2])
-    _as_planned(plt, pairs, paths[3], applied)
+    _as_planned(plt, records, paths[3], applied)
     return paths

@@ -17,13 +17,15 @@ from __future__ import annotations
 
 import csv
 import json
-from collections.abc import Iterator
+from collections.abc import Iterator, Sequence
 from pathlib import Path
 from typing import Any
 
 from undobench_gym.contract.errors import UndoBenchError
 from undobench_gym.contract.seeding import stable_id
+from undobench_gym.core.schema import PairRecord
 from undobench_gym.core.trials import TrialWriter
+from undobench_gym.evaluation.records import PairLike, as_record, as_records
 
 REQUIRED = (
     "task_id",
@@ -173,6 +175,8 @@ def csv_files(path: Path) -> list[Path]:
 
 
 def iter_records(path: Path) -> Iterator[dict[str, Any]]:
+    """The CSV rows under `path` as trial records (dicts, as `TrialWriter` writes them;
+    `reference_records` has them as models)."""
     for f in csv_files(path):
         study = study_of(f)
         with f.open(newline="", encoding="utf-8") as fh:
@@ -184,16 +188,20 @@ def iter_records(path: Path) -> Iterator[dict[str, Any]]:
                 yield convert_row(row, study, f"{f}:{line}")
 
 
+def reference_records(path: Path) -> list[PairRecord]:
+    """The CSV rows under `path` as trial records, as the evaluation reads them."""
+    return as_records(iter_records(path))
+
+
 def import_reference(path: Path, out: Path) -> dict[str, int]:
     """Write DIR/trials.jsonl (appending, skipping pair ids already there); returns counts."""
-    records = list(iter_records(path))  # parse everything first: a bad row writes nothing
-    written = 0
+    rows = list(iter_records(path))  # parse everything first: a bad row writes nothing
     with TrialWriter(out / "trials.jsonl") as writer:
-        for r in records:
-            if r["pair_id"] not in writer.done:
-                written += 1
-            writer.write(r)
-    return {"rows": len(records), "written": written, "files": len(csv_files(path))}
+        before = len(writer.done)
+        for r in rows:
+            writer.write(r)  # a pair id already written is skipped (and not counted)
+        written = len(writer.done) - before
+    return {"rows": len(rows), "written": written, "files": len(csv_files(path))}
 
 
 # --- the published data's known defects, and the figures without them --------------------
@@ -205,35 +213,37 @@ FAILED_CONTROL = "RB-STOR-005"
 HEADLINE = "rb3c_test_summary.json"
 
 
-def no_trace_of_fault(records: list[dict[str, Any]]) -> bool:
+def no_trace_of_fault(records: Sequence[PairLike]) -> bool:
     """Whether NEVER_FIRED's rows agree with a fault that never fired: there are some, and
     every fault run ended as its control did, with no duplicate and no missing effect. (In
     the during-mutation study its fault runs duplicated: there it fired, and is kept.)"""
-    rows = [r for r in records if r["workflow"] == NEVER_FIRED]
+    rows = [r for r in as_records(records) if r.workflow == NEVER_FIRED]
     return bool(rows) and all(
-        r["fault"]["success"] == r["control"]["success"]
-        and not r["fault"]["effects"].get("duplicates")
-        and not r["fault"]["effects"].get("missing")
+        r.fault.success == r.control.success
+        and not r.fault.effects.duplicates
+        and not r.fault.effects.missing
         for r in rows
     )
 
 
-def caveat(record: dict[str, Any], never_fired: bool) -> str | None:
+def caveat(record: PairLike, never_fired: bool) -> str | None:
     """Which known defect a reference record falls under, or None."""
-    if never_fired and record["workflow"] == NEVER_FIRED:
+    r = as_record(record)
+    if never_fired and r.workflow == NEVER_FIRED:
         return f"{NEVER_FIRED}: fault never fired"
-    if record["workflow"] == FAILED_CONTROL and not record["control"]["success"]:
+    if r.workflow == FAILED_CONTROL and not r.control.success:
         return f"{FAILED_CONTROL}: control failed"
     return None
 
 
-def adjusted(records: list[dict[str, Any]]) -> tuple[list[dict[str, Any]], dict[str, int]]:
+def adjusted(records: Sequence[PairLike]) -> tuple[list[PairRecord], dict[str, int]]:
     """One study's records without the defective rows, and how many rows each defect
-    took out."""
-    never_fired = no_trace_of_fault(records)
-    kept: list[dict[str, Any]] = []
+    took out (the records kept are the ones given, as models)."""
+    given = as_records(records)
+    never_fired = no_trace_of_fault(given)
+    kept: list[PairRecord] = []
     dropped: dict[str, int] = {}
-    for r in records:
+    for r in given:
         why = caveat(r, never_fired)
         if why is None:
             kept.append(r)

@@ -11,11 +11,10 @@ from __future__ import annotations
 
 import csv
 import json
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any
 
-from undobench_gym.core.trials import read_trials
 from undobench_gym.evaluation.agent_behaviour import agent_behaviour
 from undobench_gym.evaluation.hints import hint_contrasts, hint_lines
 from undobench_gym.evaluation.html import write_html
@@ -28,6 +27,7 @@ from undobench_gym.evaluation.indicators import (
 )
 from undobench_gym.evaluation.metrics import SENSITIVITY_METRICS, rate
 from undobench_gym.evaluation.plots import write_plots
+from undobench_gym.evaluation.records import PairLike, as_records, load_records
 from undobench_gym.evaluation.report_sections import (
     boot_text,
     cell_text,
@@ -87,8 +87,8 @@ HEADLINE = (
 SIDE_BY_SIDE = ("rsr", "crsr", "crsr_aware", "der", "uer", "abstention_rate")
 CROSS = ("control_rate", "crsr", "crsr_aware", "der", "uer")
 CROSS_KEYS: dict[str, Callable[[Pair], Any]] = {
-    "model": lambda p: p.get("model"),
-    "boundary": lambda p: p.get("boundary"),
+    "model": lambda p: p.model,
+    "boundary": lambda p: p.boundary,
     "mechanism": mechanism,
     "coin": coin,
 }
@@ -155,7 +155,7 @@ def _cross(pairs: list[Pair], key: str, condition: bool) -> list[str]:
     for p in pairs:
         value = CROSS_KEYS[key](p)
         if value is not None:
-            cells.setdefault((str(p.get("method")), str(value)), []).append(p)
+            cells.setdefault((str(p.method), str(value)), []).append(p)
     lines = [
         f"| method | {key} | metric | value | num/den | Wilson | cluster bootstrap | BCa "
         "| effective N |",
@@ -286,7 +286,7 @@ def _markdown(trials: list[Pair], summary: dict[str, Any], plots: list[Path]) ->
     return "\n".join(lines) + "\n"
 
 
-def retries(out: Path, trials: list[dict[str, Any]]) -> dict[str, Any]:
+def retries(out: Path, trials: Sequence[PairLike]) -> dict[str, Any]:
     """The retry policy the sweep ran under (from run_meta.json, when the runner wrote
     one) and what it did, counted over the recorded pairs."""
     try:
@@ -302,22 +302,21 @@ def write_reports(
     tost_margin: float = TOST_MARGIN,
     plots: bool = True,
     html: bool = False,
-    trials: list[dict[str, Any]] | None = None,
+    trials: Sequence[PairLike] | None = None,
 ) -> dict[str, Any]:
     """Every report of the run directory; with `html`, report.html too (`evaluation.html`).
     `trials`: its trials.jsonl as already read (the sweep's driver has just read it)."""
-    if trials is None:
-        trials = read_trials(out / "trials.jsonl")
-    summary = summarize(trials, tost_margin=tost_margin)
-    summary["retries"] = retries(out, trials)
-    summary["agent_behaviour"] = agent_behaviour(trials)
-    summary["hints"] = hint_contrasts(trials)  # the MCP hint ablation, when the run has one
+    records = load_records(out / "trials.jsonl") if trials is None else as_records(trials)
+    summary = summarize(records, tost_margin=tost_margin)
+    summary["retries"] = retries(out, records)
+    summary["agent_behaviour"] = agent_behaviour(records)
+    summary["hints"] = hint_contrasts(records)  # the MCP hint ablation, when the run has one
     (out / "summary.json").write_text(json.dumps(summary, indent=2) + "\n")
     _write_csvs(out, summary)
     written: list[Path] = []
     if plots:
-        written = write_plots(trials, out)
-    (out / "report.md").write_text(_markdown(trials, summary, written))
+        written = write_plots(records, out)
+    (out / "report.md").write_text(_markdown(records, summary, written))
     if html:
-        write_html(out, trials, summary, written)
+        write_html(out, records, summary, written)
     return summary

@@ -14,55 +14,90 @@ every single-fault pair, read as `single`.
 from __future__ import annotations
 
 from collections import Counter
+from collections.abc import Sequence
 from typing import Any
 
-from undobench_gym.evaluation.indicators import Pair, fault_outcome, is_infra_error
+from pydantic import BaseModel, ConfigDict
+
+from undobench_gym.evaluation.indicators import Pair, is_infra_error
+from undobench_gym.evaluation.records import PairLike, as_record, as_records, writer_calls
 
 SINGLE = "single"
 
 
-def schedule(p: Pair) -> str:
+class ScheduledFault(BaseModel):
+    """One fault of a pair's schedule, as `fault_counts` counts it: an entry of a cascade's
+    `fault_outcome.faults` (a dict in the schema, `core.boundaries.schedule_outcomes`; the
+    fields not read here are left out), the one fault of `fault_outcome`, or a concurrent
+    writer."""
+
+    model_config = ConfigDict(extra="ignore", frozen=True)
+
+    fault: int
+    boundary: str | None = None
+    as_planned: bool | None = None
+    reason: str | None = None
+
+
+def _faults(p: Pair) -> list[ScheduledFault]:
+    """The pair's faults in schedule order: a cascade's `fault_outcome.faults`, else the
+    one fault of `fault_outcome`; a concurrent writer's pair adds the writer (as planned
+    when it acted at its trigger)."""
+    outcome = p.fault.fault_outcome
+    if outcome is not None and outcome.faults:
+        faults = [ScheduledFault.model_validate(f) for f in outcome.faults]
+    else:
+        faults = [
+            ScheduledFault(
+                fault=0,
+                boundary=p.boundary,
+                as_planned=outcome.as_planned if outcome is not None else None,
+                reason=outcome.reason if outcome is not None else None,
+            )
+        ]
+    writer = writer_calls(p.fault)
+    if writer is not None:
+        acted = bool(writer) and writer[0].after_call is not None
+        reason = None if acted else ("at_end" if writer else "never_acted")
+        faults.append(
+            ScheduledFault(fault=len(faults), boundary="writer", as_planned=acted, reason=reason)
+        )
+    return faults
+
+
+def schedule(p: PairLike) -> str:
     """The pair's schedule kind: `single`, or `cascade/<scenario>` for a cascade (its
     scenario id names the cascade's family, the same in every domain)."""
-    kind = p.get("schedule") or SINGLE
-    return SINGLE if kind == SINGLE else f"{kind}/{p.get('scenario')}"
+    r = as_record(p)
+    kind = r.schedule or SINGLE
+    return SINGLE if kind == SINGLE else f"{kind}/{r.scenario}"
 
 
-def has_cascades(pairs: list[Pair]) -> bool:
-    return any(schedule(p) != SINGLE for p in pairs)
+def has_cascades(pairs: Sequence[PairLike]) -> bool:
+    return any(schedule(p) != SINGLE for p in as_records(pairs))
 
 
-def fault_counts(pairs: list[Pair]) -> dict[str, dict[str, list[dict[str, Any]]]]:
+def fault_counts(pairs: Sequence[PairLike]) -> dict[str, dict[str, list[dict[str, Any]]]]:
     """{schedule: {method: [per fault: boundary, fired (as planned), of (pairs), and why
     the others missed]}} over the valid cascade and concurrent-writer pairs (a writer's
     pair: its one fault, then `writer`: fault episodes whose writer acted at its trigger,
     not at the end)."""
     acc: dict[tuple[str, str, int], dict[str, Any]] = {}
-    for p in pairs:
+    for p in as_records(pairs):
         if is_infra_error(p) or schedule(p) == SINGLE:
             continue
-        outcome = fault_outcome(p) or {}
-        faults = outcome.get("faults") or [{"fault": 0, "boundary": p.get("boundary"), **outcome}]
-        writer = (p.get("fault") or {}).get("writer")
-        if writer is not None:
-            acted = bool(writer) and writer[0].get("after_call") is not None
-            reason = None if acted else ("at_end" if writer else "never_acted")
-            faults = [
-                *faults,
-                {"fault": len(faults), "boundary": "writer", "as_planned": acted, "reason": reason},
-            ]
-        for f in faults:
-            key = (schedule(p), str(p.get("method")), int(f["fault"]))
+        for f in _faults(p):
+            key = (schedule(p), str(p.method), f.fault)
             row = acc.setdefault(
                 key,
-                {"fault": key[2], "boundary": f.get("boundary"), "fired": 0, "of": 0},
+                {"fault": key[2], "boundary": f.boundary, "fired": 0, "of": 0},
             )
             row["of"] += 1
-            if f.get("as_planned"):
+            if f.as_planned:
                 row["fired"] += 1
             else:
                 reasons: Counter[str] = row.setdefault("missed", Counter())
-                reasons[str(f.get("reason") or "unspecified")] += 1
+                reasons[str(f.reason or "unspecified")] += 1
     out: dict[str, dict[str, list[dict[str, Any]]]] = {}
     for (kind, method, _k), row in sorted(acc.items()):
         if "missed" in row:

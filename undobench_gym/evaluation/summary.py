@@ -23,7 +23,7 @@ from __future__ import annotations
 
 import itertools
 import math
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from typing import Any
 
 import numpy as np
@@ -48,10 +48,11 @@ from undobench_gym.evaluation.metrics import (
     NOT_APPLIED,
     infra_as_failure,
     metrics,
-    pair_flag,
+    record_flag,
     shared_flags,
 )
 from undobench_gym.evaluation.pass_k import pass_k
+from undobench_gym.evaluation.records import PairLike, as_records, field_of
 from undobench_gym.evaluation.schedules import fault_counts, has_cascades, schedule
 from undobench_gym.evaluation.stats import (
     MIN_CLUSTERS,
@@ -63,6 +64,8 @@ from undobench_gym.evaluation.stats import (
     too_few_clusters,
 )
 
+#: What pairs are grouped by: a function of the pair (None leaves the pair out), or the name
+#: of a record field (its value as text, "None" where it is null).
 GroupKey = str | Callable[[Pair], str | None]
 
 
@@ -73,27 +76,35 @@ def mechanism(p: Pair) -> str:
     fo = fault_outcome(p)
     if fo is None:
         return "not_recorded"
-    return str(fo.get("mechanism") or "not_as_planned")
+    return str(fo.mechanism or "not_as_planned")
 
 
 def coin(p: Pair) -> str | None:
     """Ambiguous scenarios only: whether the hidden coin said the call committed."""
-    fo = fault_outcome(p) or {}
-    value = fo.get("coin")
+    fo = fault_outcome(p)
+    value = fo.coin if fo is not None else None
     if value is None:
-        value = p["fault"].get("hidden_commit_coin")
+        value = p.fault.hidden_commit_coin
     if value is None:
-        return "unknown" if p.get("ambiguous") else None
+        return "unknown" if p.ambiguous else None
     return "committed" if value else "not_committed"
 
 
+def _method(p: Pair) -> str:
+    return str(p.method)
+
+
+def _workflow(p: Pair) -> str:
+    return str(p.workflow)
+
+
 GROUPS: dict[str, GroupKey] = {
-    "method": "method",
-    "model": "model",
-    "framework": "framework",
-    "task": "workflow",
-    "boundary": "boundary",
-    "domain": "domain",
+    "method": _method,
+    "model": lambda p: str(p.model),
+    "framework": lambda p: str(p.framework),
+    "task": _workflow,
+    "boundary": lambda p: str(p.boundary),
+    "domain": lambda p: str(p.domain),
     "mechanism": mechanism,
     "coin": coin,
     "schedule": schedule,
@@ -146,10 +157,19 @@ ASSUMPTIONS = {
 }
 
 
+def _key_of(key: GroupKey) -> Callable[[Pair], str | None]:
+    """The group key as a function; a field name as its value's text."""
+    if callable(key):
+        return key
+    field = field_of(key)
+    return lambda p: str(field(p))
+
+
 def _group(pairs: list[Pair], key: GroupKey) -> dict[str, list[Pair]]:
     out: dict[str, list[Pair]] = {}
+    of = _key_of(key)
     for p in pairs:
-        k = key(p) if callable(key) else str(p.get(key))
+        k = of(p)
         if k is not None:
             out.setdefault(k, []).append(p)
     return dict(sorted(out.items()))
@@ -160,7 +180,7 @@ def _counts(pairs: list[Pair], metric: str, condition: bool) -> tuple[int, int] 
     num = den = 0
     for p in pairs:
         try:
-            n, d = pair_flag(p, metric, condition)
+            n, d = record_flag(p, metric, condition)
         except Unsupported:
             return None
         num += n
@@ -179,11 +199,11 @@ def _cluster_values(
     (workflow) when there are two or more; with a single task the matched units (a cell
     when the seeds only copy each other, else a matched pair): one cluster would give a
     permutation test with nothing to permute."""
-    if len({p["workflow"] for p in a} | {p["workflow"] for p in b}) < 2:
+    if len({p.workflow for p in a} | {p.workflow for p in b}) < 2:
         flags, unit, idx = matched_flags(a, b, metric, condition)
         rows = [[*flags[i][0], *flags[i][1]] for i in idx]
         return np.array(rows, dtype=float).reshape(-1, 4), unit
-    ga, gb = _group(a, "workflow"), _group(b, "workflow")
+    ga, gb = _group(a, _workflow), _group(b, _workflow)
     rows = []
     for cluster in sorted(set(ga) | set(gb)):
         ca = _counts(ga.get(cluster, []), metric, condition)
@@ -194,7 +214,7 @@ def _cluster_values(
 
 
 def contrasts(
-    pairs: list[Pair],
+    pairs: Sequence[PairLike],
     resamples: int = BOOTSTRAP_RESAMPLES,
     *,
     condition: bool | None = None,
@@ -205,8 +225,9 @@ def contrasts(
     """Every pair of methods (or of the arms `key` names) on `metrics`, over the cells both
     can act on (over every cell with `only_applicable` false); with `condition` (default:
     decided from the pairs) over pairs whose fault happened as planned."""
-    cond = conditioning_applies(pairs) if condition is None else condition
-    by_method = _group(pairs, key)
+    records = as_records(pairs)
+    cond = conditioning_applies(records) if condition is None else condition
+    by_method = _group(records, key)
     out: list[dict[str, Any]] = []
     for metric in metrics:
         for a, b in itertools.combinations(by_method, 2):
@@ -236,7 +257,7 @@ def _contrast(
     """One contrast's intervals and tests: the bootstrap from MIN_CLUSTERS tasks up, the
     permutation p over tasks (or single-task units), McNemar on independent units."""
     values, unit = _cluster_values(a, b, metric, condition)
-    tasks = len({p["workflow"] for p in [*a, *b] if pair_flag(p, metric, condition)[1]})
+    tasks = len({p.workflow for p in [*a, *b] if record_flag(p, metric, condition)[1]})
     few = too_few_clusters(tasks)
     boot = None
     if few is None:
@@ -257,17 +278,17 @@ def _contrast(
 
 
 def _control(p: Pair) -> int:
-    return int(bool(p["control"]["success"]))
+    return int(p.control.success)
 
 
-def tost(pairs: list[Pair], margin: float = TOST_MARGIN) -> dict[str, Any]:
+def tost(pairs: Sequence[PairLike], margin: float = TOST_MARGIN) -> dict[str, Any]:
     """Competence should not depend on the recovery method: equivalence of control_rate
     between each method and the first, within ±margin. Paired and task-clustered: the
     differences of control success over pairs matched by MATCH_KEYS, in the cells where
     both methods are applicable, tested with a cluster-robust SE (stats.paired_tost)."""
     if not 0 < margin < 1:
         raise ValueError("the TOST margin is a proportion in (0, 1)")
-    by_method = _group(pairs, "method")
+    by_method = _group(as_records(pairs), _method)
     names = list(by_method)
     result: dict[str, Any] = {
         "metric": "control_rate",
@@ -313,11 +334,12 @@ def _notes(valid: list[Pair], applied: bool, overall: dict[str, Any]) -> list[st
     return notes
 
 
-def summarize(pairs: list[Pair], *, tost_margin: float = TOST_MARGIN) -> dict[str, Any]:
+def summarize(pairs: Sequence[PairLike], *, tost_margin: float = TOST_MARGIN) -> dict[str, Any]:
     """Whether conditioning applies is decided once for the run and used in every group,
     so that a group's figures mean the same as the overall ones."""
+    records = as_records(pairs)
     with shared_flags():  # each pair's flags once, not once per group it is in
-        return _summarize(pairs, tost_margin)
+        return _summarize(records, tost_margin)
 
 
 def _summarize(pairs: list[Pair], tost_margin: float) -> dict[str, Any]:

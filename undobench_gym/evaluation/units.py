@@ -23,17 +23,18 @@ from contextlib import contextmanager
 from contextvars import ContextVar
 from typing import Any
 
-from undobench_gym.evaluation.indicators import Pair, fault_outcome
+from undobench_gym.evaluation.indicators import Pair
+from undobench_gym.evaluation.records import PairLike, as_record, as_records
 from undobench_gym.evaluation.stats import wilson
 
 #: What a seed repeats (with the ambiguous scenario's coin, see `cell`).
 CELL_KEYS = ("workflow", "scenario", "method", "model", "framework", "agent")
 Cell = tuple[Any, ...]
-_CELLS: ContextVar[dict[int, tuple[Pair, Cell]] | None]
+_CELLS: ContextVar[dict[int, tuple[PairLike, Cell]] | None]
 _CELLS = ContextVar("undobench_cell_memo", default=None)
 #: id(list of pairs) -> (the list, its pairs' cells): a summary computes every rate of a
 #: group over the same list (the entry keeps it alive, so its id is not reused)
-_LISTS: ContextVar[dict[int, tuple[Sequence[Pair], list[Cell]]] | None]
+_LISTS: ContextVar[dict[int, tuple[Sequence[PairLike], list[Cell]]] | None]
 _LISTS = ContextVar("undobench_cell_list_memo", default=None)
 
 
@@ -48,27 +49,41 @@ def shared_cells() -> Iterator[None]:
         _LISTS.reset(lists)
 
 
-def coin(p: Pair) -> bool | None:
+def coin(p: PairLike) -> bool | None:
     """The ambiguous scenario's coin (`fault_outcome.coin`, else `hidden_commit_coin`)."""
-    value = (fault_outcome(p) or {}).get("coin")
+    fault = as_record(p).fault
+    value = fault.fault_outcome.coin if fault.fault_outcome is not None else None
     if value is None:
-        value = p["fault"].get("hidden_commit_coin")
+        value = fault.hidden_commit_coin
     return None if value is None else bool(value)
 
 
-def cell(p: Pair) -> Cell:
+def _cell_key(p: Pair) -> Cell:
+    """CELL_KEYS' values, as text, and the coin."""
+    return (
+        str(p.workflow),
+        str(p.scenario),
+        str(p.method),
+        str(p.model),
+        str(p.framework),
+        str(p.agent),
+        coin(p),
+    )
+
+
+def cell(p: PairLike) -> Cell:
     """The pair's cell: CELL_KEYS and the coin (None outside ambiguous scenarios)."""
     memo = _CELLS.get()
     hit = memo.get(id(p)) if memo is not None else None
     if hit is not None:
         return hit[1]
-    key = (*(str(p.get(k)) for k in CELL_KEYS), coin(p))
+    key = _cell_key(as_record(p))
     if memo is not None:
         memo[id(p)] = (p, key)
     return key
 
 
-def cells_of(pairs: Sequence[Pair]) -> list[Cell]:
+def cells_of(pairs: Sequence[PairLike]) -> list[Cell]:
     """The cells of a list of pairs (memoized per list inside `shared_cells`)."""
     memo = _LISTS.get()
     hit = memo.get(id(pairs)) if memo is not None else None
@@ -101,7 +116,12 @@ def collapse(cells: Sequence[Hashable], outcomes: Sequence[Hashable]) -> tuple[s
     return "pair", list(range(len(cells)))
 
 
-def effective(pairs: Sequence[Pair], flags: Sequence[tuple[int, int]]) -> dict[str, Any]:
+def effective(pairs: Sequence[PairLike], flags: Sequence[tuple[int, int]]) -> dict[str, Any]:
+    """`effective_n` of records given as models or dicts."""
+    return effective_n(as_records(pairs), flags)
+
+
+def effective_n(pairs: Sequence[Pair], flags: Sequence[tuple[int, int]]) -> dict[str, Any]:
     """Effective N of one rate, beside its N (`pairs`, the denominator): the clusters and
     cells with a pair in the denominator, the distinct (cell, outcome) combinations among
     those pairs, whether the seeds only copy each other (`deterministic`), the unit that

@@ -15,6 +15,7 @@ from __future__ import annotations
 import base64
 import gzip
 import json
+from collections.abc import Sequence
 from functools import cache
 from pathlib import Path
 from typing import Any
@@ -24,6 +25,7 @@ from jinja2 import Environment, FileSystemLoader, select_autoescape
 from undobench_gym.core.catalog import domain as load_domain
 from undobench_gym.evaluation.html.pairs import ROW_COLUMNS, pair_detail, table_row
 from undobench_gym.evaluation.indicators import CONDITIONED, EXCLUSION_REASONS, Pair
+from undobench_gym.evaluation.records import PairLike, as_records
 from undobench_gym.evaluation.stats import MIN_CLUSTERS
 
 HERE = Path(__file__).parent
@@ -76,7 +78,7 @@ def _chunks(pairs: list[Pair]) -> list[str]:
     for start in range(0, len(pairs), CHUNK):
         details = []
         for p in pairs[start : start + CHUNK]:
-            details.append(pair_detail(p, _domain_tools(str(p.get("domain") or ""))))
+            details.append(pair_detail(p, _domain_tools(str(p.domain or ""))))
         raw = json.dumps(details, separators=(",", ":"), default=str).encode()
         out.append(base64.b64encode(gzip.compress(raw, 6, mtime=0)).decode("ascii"))
     return out
@@ -196,12 +198,13 @@ def _env() -> Environment:
 
 
 def render_html(
-    pairs: list[Pair], summary: dict[str, Any], plots: list[Path], title: str = ""
+    pairs: Sequence[PairLike], summary: dict[str, Any], plots: list[Path], title: str = ""
 ) -> str:
     """The page as text (see the module doc)."""
+    records = as_records(pairs)
     data = {
         "columns": list(ROW_COLUMNS),
-        "rows": [table_row(p) for p in pairs],
+        "rows": [table_row(p) for p in records],
         "chunk": CHUNK,
     }
     return (
@@ -209,18 +212,20 @@ def render_html(
         .get_template("report.html.j2")
         .render(
             title=title,
-            pairs=len(pairs),
+            pairs=len(records),
             s=_summary_view(summary),
             plots=_plots(plots),
             css=(HERE / "static" / "report.css").read_text(encoding="utf-8"),
             js=(HERE / "static" / "report.js").read_text(encoding="utf-8"),
             data_json=_script_json(data),
-            chunks_json=_script_json(_chunks(pairs)),
+            chunks_json=_script_json(_chunks(records)),
         )
     )
 
 
-def write_html(out: Path, pairs: list[Pair], summary: dict[str, Any], plots: list[Path]) -> Path:
+def write_html(
+    out: Path, pairs: Sequence[PairLike], summary: dict[str, Any], plots: list[Path]
+) -> Path:
     """Write out/report.html and return its path."""
     path = out / REPORT_FILE
     path.write_text(render_html(pairs, summary, plots, title=str(out)), encoding="utf-8")

@@ -12,7 +12,10 @@ from __future__ import annotations
 import json
 from typing import Any
 
+from undobench_gym.contract.specs import Verdict
+from undobench_gym.core.schema import EpisodeRecord
 from undobench_gym.evaluation.outcomes import action_identity, faulted_position
+from undobench_gym.evaluation.records import EpisodeLike, as_episode
 
 #: The longest text kept of one action argument set or observation body in the viewer.
 TEXT_LIMIT = 600
@@ -25,7 +28,15 @@ HARM_NAME = {
     "forbidden": "forbidden",
 }
 
-Episode = dict[str, Any]
+Episode = EpisodeRecord
+
+
+def placed_harms(verdict: Verdict | None) -> tuple[tuple[str, list[dict[str, Any]]], ...]:
+    """The verdict's unrequired and forbidden effects, by HARM_NAME key (none without a
+    verdict): the harms placed on a call or commit-log row by their identity alone."""
+    if verdict is None:
+        return ()
+    return (("unrequired", verdict.unrequired), ("forbidden", verdict.forbidden))
 
 
 def short(value: Any, limit: int = TEXT_LIMIT) -> str:
@@ -84,8 +95,8 @@ def _wrapper_kinds(ep: Episode, tools: dict[str, str]) -> dict[int, str]:
     `retry` (the agent's call again), `probe` (a read) or `compensation` / `wrapper`.
     From the agent's own view (`agent_transcript`: how many env steps each agent step
     took); without it every call is the agent's."""
-    view = ep.get("agent_transcript")
-    transcript = ep.get("transcript") or []
+    view = ep.agent_transcript
+    transcript = ep.transcript or []
     if not view:
         return dict.fromkeys(range(len(transcript)), "agent")
     kinds: dict[int, str] = {}
@@ -141,18 +152,21 @@ def _answered(step: dict[str, Any]) -> dict[str, Any]:
     }
 
 
-def episode_cells(ep: Episode | None, domain_tools: dict[str, str]) -> list[dict[str, Any]]:
+def episode_cells(
+    episode: EpisodeLike | None, domain_tools: dict[str, str]
+) -> list[dict[str, Any]]:
     """The episode's steps as viewer cells: call, what the agent saw, what the wire did,
     who made it, whether the fault hit it, and the harms it caused."""
-    if not ep:
+    if not episode:
         return []
-    transcript = ep.get("transcript") or []
-    wire = {e.get("index"): e for e in ep.get("wire") or []}
+    ep = as_episode(episode)
+    transcript = ep.transcript or []
+    wire = {e.get("index"): e for e in ep.wire or []}
     read = {str(e.get("tool")): "read" for e in wire.values() if e.get("read_only")}
     tools = {**domain_tools, **read}
     kinds = _wrapper_kinds(ep, tools)
     hit = faulted_position(ep)
-    verdict = ep.get("verdict") or {}
+    verdict = ep.verdict
     cells: list[dict[str, Any]] = []
     calls = 0
     seen: dict[int, int] = {}  # duplicates entry -> committed matching calls so far
@@ -165,13 +179,13 @@ def episode_cells(ep: Episode | None, domain_tools: dict[str, str]) -> list[dict
         args = action.get("arguments") if isinstance(action, dict) else None
         harm: list[str] = []
         if _may_commit(event):
-            for j, dup in enumerate(verdict.get("duplicates") or []):
+            for j, dup in enumerate(verdict.duplicates if verdict is not None else []):
                 if matches(as_dict(dup.get("identity")), args):
                     seen[j] = seen.get(j, 0) + 1
                     if seen[j] > int(dup.get("required") or 1):
                         harm.append("duplicate")
-            for key in ("unrequired", "forbidden"):
-                for item in verdict.get(key) or []:
+            for key, items in placed_harms(verdict):
+                for item in items:
                     if matches(as_dict(item.get("identity")), args):
                         harm.append(HARM_NAME[key])
         cells.append(
@@ -187,7 +201,7 @@ def episode_cells(ep: Episode | None, domain_tools: dict[str, str]) -> list[dict
             }
         )
     # steps the wrapper answered itself (no call) go after the call before them
-    view = ep.get("agent_transcript") or []
+    view = ep.agent_transcript or []
     out: list[dict[str, Any]] = []
     pos = 0
     for step in view:

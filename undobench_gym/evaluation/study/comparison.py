@@ -9,13 +9,14 @@ from __future__ import annotations
 
 import itertools
 import json
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any
 
 from undobench_gym.evaluation.indicators import Pair, is_infra_error
 from undobench_gym.evaluation.matching import index
-from undobench_gym.evaluation.reference import iter_records
+from undobench_gym.evaluation.records import PairLike, as_records, as_written
+from undobench_gym.evaluation.reference import reference_records
 from undobench_gym.evaluation.report_sections import FEW, boot_text
 from undobench_gym.evaluation.study.paper import STUDIES, PaperFigure
 from undobench_gym.evaluation.study.tables import ci, num, p_text, rate_text
@@ -28,20 +29,20 @@ SCOPES = (("all", "every cell", False), ("applicable", "cells where both apply",
 
 def _signature(p: Pair) -> str:
     """What a pair's verdicts say: both outcomes, the finish status, the effect counts."""
-    c, f = p["control"], p["fault"]
+    c, f = p.control, p.fault
     return json.dumps(
-        [c.get("success"), f.get("success"), f.get("finish_status"), f.get("effects")],
+        [c.success, f.success, f.finish_status, as_written(f.effects)],
         sort_keys=True,
     )
 
 
-def identical_on_every_pair(pairs: list[Pair]) -> list[tuple[str, str, int]]:
+def identical_on_every_pair(pairs: Sequence[PairLike]) -> list[tuple[str, str, int]]:
     """Method pairs that match one to one on every pair (same workflow, scenario, seed, ...)
     and end identically on each: (a, b, pairs). Such methods are one method here."""
     by: dict[str, list[Pair]] = {}
-    for p in pairs:
+    for p in as_records(pairs):
         if not is_infra_error(p):
-            by.setdefault(str(p.get("method")), []).append(p)
+            by.setdefault(str(p.method), []).append(p)
     out = []
     for a, b in itertools.combinations(sorted(by), 2):
         ia, ib = index(by[a], _signature), index(by[b], _signature)
@@ -61,18 +62,19 @@ def _paper_tasks(root: Path) -> dict[str, tuple[str, str]]:
     for study in STUDIES:
         path = root / study / "raw" / "matrix.csv"
         if path.is_file():
-            for r in iter_records(path):
-                tasks.setdefault(r["workflow"], (str(r["domain"]), ""))
+            for r in reference_records(path):
+                tasks.setdefault(r.workflow, (str(r.domain), ""))
     return tasks
 
 
 def tasks_lines(
-    pairs: list[Pair], summary: dict[str, Any], root: Path, head: dict[str, Any] | None
+    pairs: Sequence[PairLike], summary: dict[str, Any], root: Path, head: dict[str, Any] | None
 ) -> list[str]:
     """Our workflows beside the paper's tasks, by domain, and how the two differ."""
+    records = as_records(pairs)
     ours: dict[str, set[str]] = {}
-    for p in pairs:
-        ours.setdefault(str(p.get("domain")), set()).add(str(p["workflow"]))
+    for p in records:
+        ours.setdefault(str(p.domain), set()).add(str(p.workflow))
     theirs: dict[str, list[str]] = {}
     for task, (domain, name) in sorted(_paper_tasks(root).items()):
         theirs.setdefault(domain, []).append(f"{task}{f' ({name})' if name else ''}")
@@ -82,9 +84,9 @@ def tasks_lines(
         lines.append(f"| {d} | {mine} | {', '.join(theirs.get(d, [])) or '-'} |")
     o = summary["overall"]
     off: dict[str, int] = {}
-    for p in pairs:
-        if p.get("method_applicable") is False:
-            off[str(p.get("method"))] = off.get(str(p.get("method")), 0) + 1
+    for p in records:
+        if p.method_applicable is False:
+            off[str(p.method)] = off.get(str(p.method), 0) + 1
     theirs_ctrl = "-"
     if head is not None:
         pub, adj = head["published"]["control_rate"], head["adjusted"]["control_rate"]
@@ -92,7 +94,7 @@ def tasks_lines(
     inapplicable = ", ".join(f"{m} {n}" for m, n in sorted(off.items())) or "none"
     lines += [
         "",
-        f"- **Not the same tasks.** Our {len({p['workflow'] for p in pairs})} workflows are "
+        f"- **Not the same tasks.** Our {len({p.workflow for p in records})} workflows are "
         "this project's own, written against real services; some share a domain, or even a "
         "name, with an RB task, but none is the paper's task: tools, services, oracles and "
         "the call a fault hits all differ. A row of the side-by-side table compares a "
@@ -136,12 +138,14 @@ def headline_lines(h: dict[str, Any]) -> list[str]:
 
 
 def hypotheses(
-    pairs: list[Pair], applied: bool
+    pairs: Sequence[PairLike], applied: bool
 ) -> dict[tuple[str, str], tuple[dict[str, Any], int]]:
     """(hypothesis, scope) -> (our CRSR contrast of the two methods, sign that makes it
     the hypothesis' a - b); scope `all` (every cell) or `applicable`. Holm within each
     scope's three contrasts."""
-    arms = [p for p in pairs if p.get("method") in {"B0", "B2", "B5"} and not is_infra_error(p)]
+    arms = [
+        p for p in as_records(pairs) if p.method in {"B0", "B2", "B5"} and not is_infra_error(p)
+    ]
     out: dict[tuple[str, str], tuple[dict[str, Any], int]] = {}
     for scope, _, only in SCOPES:
         found = {

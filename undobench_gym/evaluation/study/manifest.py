@@ -16,7 +16,7 @@ from pathlib import Path
 from typing import Any
 
 from undobench_gym.core.catalog import all_workflows
-from undobench_gym.core.trials import read_trials
+from undobench_gym.evaluation.records import load_records
 from undobench_gym.evaluation.study.spec import Study
 from undobench_gym.evaluation.study.verdicts import digest
 
@@ -77,10 +77,10 @@ def record_code(out: Path) -> None:
 def part_entry(study_dir: Path, out: Path, sweep: str) -> dict[str, Any]:
     trials = out / "trials.jsonl"
     code = out / CODE_FILE
-    records = read_trials(trials)
-    seeds = sorted({r["seed"] for r in records})
+    records = load_records(trials)
+    seeds = sorted({r.seed for r in records})
     return {
-        "workflows": sorted({r["workflow"] for r in records}),
+        "workflows": sorted({r.workflow for r in records}),
         "code": json.loads(code.read_text(encoding="utf-8")) if code.is_file() else None,
         "sweep": sweep,
         "sweep_sha256": sha256_file(study_dir / sweep),
@@ -94,7 +94,7 @@ def part_entry(study_dir: Path, out: Path, sweep: str) -> dict[str, Any]:
 def _model_entry(out: Path) -> dict[str, Any]:
     """A model part's provenance: the servers it ran and the agent settings and prompt
     digests its trials record (`agent_config`)."""
-    configs = [r.get("agent_config") or {} for r in read_trials(out / "trials.jsonl")]
+    configs = [r.agent_config or {} for r in load_records(out / "trials.jsonl")]
     settings = sorted({json.dumps(c, sort_keys=True) for c in configs})
     return {"model_servers": _servers(out), "agent_configs": [json.loads(c) for c in settings]}
 
@@ -150,7 +150,7 @@ def verify(manifest: dict[str, Any], runs: Path) -> list[str]:
         if not trials.is_file():
             problems.append(f"{name}: no {trials}")
             continue
-        records = read_trials(trials)
+        records = load_records(trials)
         if len(records) != entry["pairs"]:
             problems.append(f"{name}: {len(records)} pairs, the manifest has {entry['pairs']}")
         if digest(records) != entry["verdict_digest"]:

@@ -11,20 +11,21 @@ over pairs, marked as such. The paper's headline beside it comes from the refere
 
 from __future__ import annotations
 
-from collections.abc import Iterable
+from collections.abc import Iterable, Sequence
 from typing import Any
 
 import numpy as np
 
 from undobench_gym.evaluation.indicators import Pair, control_ok, exclusion, is_infra_error
 from undobench_gym.evaluation.metrics import BOOTSTRAP_RESAMPLES, BOOTSTRAP_SEED, rate
+from undobench_gym.evaluation.records import PairLike, as_records, field_of
 from undobench_gym.evaluation.stats import MIN_CLUSTERS, cluster_bootstrap, ratio_diff, wilson
 from undobench_gym.evaluation.study.tables import ci, num
 
 RECOVERY = ("control_rate", "crsr", "crsr_aware", "der", "uer")
 
 
-def scored(p: Pair) -> bool:
+def scored(p: PairLike) -> bool:
     """Counted by the recovery metrics: no infrastructure error, the fault happened as
     planned and both episodes agreed up to it."""
     return not is_infra_error(p) and exclusion(p) is None
@@ -40,17 +41,17 @@ def _rate(pairs: list[Pair], metric: str) -> str:
     return f"{num(r['value'])} {ci(units)}w"
 
 
-def gap(pairs: list[Pair]) -> dict[str, Any]:
+def gap(pairs: Sequence[PairLike]) -> dict[str, Any]:
     """control_rate - crsr over the scored pairs, with a task-clustered bootstrap of the
     paired difference (both rates from the same pairs, resampled by workflow together)."""
-    use = [p for p in pairs if scored(p)]
+    use = [p for p in as_records(pairs) if scored(p)]
     by: dict[str, list[int]] = {}
     for p in use:
-        row = by.setdefault(p["workflow"], [0, 0, 0, 0])
+        row = by.setdefault(p.workflow, [0, 0, 0, 0])
         ok = control_ok(p)
         row[0] += ok
         row[1] += 1
-        row[2] += ok and bool(p["fault"]["success"])
+        row[2] += ok and p.fault.success
         row[3] += ok
     values = np.array(list(by.values()), dtype=float).reshape(-1, 4)
     if not len(values) or values[:, 3].sum() == 0:
@@ -75,17 +76,17 @@ def _gap_text(pairs: list[Pair]) -> str:
     return f"{num(g['value'])} {ci(g['interval'])}"
 
 
-def competence(pairs: list[Pair]) -> list[str]:
+def competence(pairs: Sequence[PairLike]) -> list[str]:
     """Control success per workflow and framework: what the model can do on a healthy
     system (Wilson intervals over that workflow's pairs)."""
-    valid = [p for p in pairs if not is_infra_error(p)]
-    frameworks = sorted({str(p.get("framework")) for p in valid})
+    valid = [p for p in as_records(pairs) if not is_infra_error(p)]
+    frameworks = sorted({str(p.framework) for p in valid})
     head = "| split | workflow | kind | " + " | ".join(frameworks) + " |"
     lines = [head, "|---|---|---|" + "---|" * len(frameworks)]
     rows: dict[tuple[str, str, str], dict[str, list[Pair]]] = {}
     for p in valid:
-        key = (str(p.get("split")), p["workflow"], str(p.get("kind")))
-        rows.setdefault(key, {}).setdefault(str(p.get("framework")), []).append(p)
+        key = (str(p.split), p.workflow, str(p.kind))
+        rows.setdefault(key, {}).setdefault(str(p.framework), []).append(p)
     for (split, workflow, kind), cells in sorted(rows.items()):
         texts = []
         for f in frameworks:
@@ -95,28 +96,32 @@ def competence(pairs: list[Pair]) -> list[str]:
         lines.append(f"| {split} | {workflow} | {kind} | " + " | ".join(texts) + " |")
     totals = []
     for f in frameworks:
-        cell = [p for p in valid if str(p.get("framework")) == f]
+        cell = [p for p in valid if str(p.framework) == f]
         ok = sum(control_ok(p) for p in cell)
         totals.append(f"**{ok}/{len(cell)}** {ci(wilson(ok, len(cell)))}w")
     lines.append("| all | | | " + " | ".join(totals) + " |")
     return lines
 
 
-def able_workflows(pairs: list[Pair]) -> list[str]:
+def able_workflows(pairs: Sequence[PairLike]) -> list[str]:
     """Workflows whose control succeeded at least once (any framework)."""
-    return sorted({p["workflow"] for p in pairs if not is_infra_error(p) and control_ok(p)})
+    return sorted(
+        {p.workflow for p in as_records(pairs) if not is_infra_error(p) and control_ok(p)}
+    )
 
 
-def recovery_by(pairs: list[Pair], key: str) -> list[str]:
-    """The recovery metrics by one factor (method, boundary, framework), with the gap."""
-    valid = [p for p in pairs if not is_infra_error(p)]
+def recovery_by(pairs: Sequence[PairLike], key: str) -> list[str]:
+    """The recovery metrics by one factor (method, boundary, framework: a record field's
+    name), with the gap."""
+    valid = [p for p in as_records(pairs) if not is_infra_error(p)]
+    factor = field_of(key)
     lines = [
         f"| {key} | N | scored | control successes | " + " | ".join(RECOVERY) + " | gap |",
         "|---|---|---|---|" + "---|" * (len(RECOVERY) + 1),
     ]
     groups: dict[str, list[Pair]] = {}
     for p in valid:
-        groups.setdefault(str(p.get(key)), []).append(p)
+        groups.setdefault(str(factor(p)), []).append(p)
     for name, cell in [*sorted(groups.items()), ("all", valid)]:
         n_scored = sum(scored(p) for p in cell)
         ok = sum(control_ok(p) for p in cell)
@@ -130,28 +135,27 @@ def recovery_by(pairs: list[Pair], key: str) -> list[str]:
 
 
 def beside_scripted(
-    pairs: list[Pair],
-    scripted: list[Pair],
+    pairs: Sequence[PairLike],
+    scripted: Sequence[PairLike],
     methods: Iterable[str],
     paper: dict[str, Any] | None = None,
 ) -> list[str]:
     """The model's figures beside the scripted agent's on the same workflows and methods,
     and the paper's headline (`reference.headline`: as published and adjusted)."""
-    workflows = {p["workflow"] for p in pairs}
+    records, scripted_records = as_records(pairs), as_records(scripted)
+    workflows = {p.workflow for p in records}
     lines = [
         "| who | control_rate | crsr | crsr_aware | der | gap |",
         "|---|---|---|---|---|---|",
     ]
     for label, group in (
-        ("Qwen2.5-Coder-1.5B (this part)", [p for p in pairs if not is_infra_error(p)]),
+        ("Qwen2.5-Coder-1.5B (this part)", [p for p in records if not is_infra_error(p)]),
         (
             "scripted agent, same workflows and methods",
             [
                 p
-                for p in scripted
-                if p["workflow"] in workflows
-                and p.get("method") in set(methods)
-                and not is_infra_error(p)
+                for p in scripted_records
+                if p.workflow in workflows and p.method in set(methods) and not is_infra_error(p)
             ],
         ),
     ):
@@ -175,19 +179,20 @@ def beside_scripted(
 
 def section(
     title: str,
-    pairs: list[Pair],
-    scripted: list[Pair] | None,
+    pairs: Sequence[PairLike],
+    scripted: Sequence[PairLike] | None,
     notes: str,
     *,
     paper: dict[str, Any] | None = None,
 ) -> list[str]:
     """The markdown of one model part; `paper` the headline from `reference.headline`."""
+    pairs = as_records(pairs)
     valid = [p for p in pairs if not is_infra_error(p)]
     infra = len(pairs) - len(valid)
     n_scored = sum(scored(p) for p in valid)
     ok = sum(control_ok(p) for p in valid)
-    prefix_diverged = sum(1 for p in valid if p.get("prefix_equivalent") is False)
-    methods = sorted({str(p.get("method")) for p in valid})
+    prefix_diverged = sum(1 for p in valid if p.prefix_equivalent is False)
+    methods = sorted({str(p.method) for p in valid})
     lines = [
         "",
         f"## A real model: {title}",

@@ -22,7 +22,7 @@ from typing import Any
 
 from undobench_gym.evaluation.indicators import Pair
 from undobench_gym.evaluation.metrics import rate
-from undobench_gym.evaluation.reference import adjusted, iter_records
+from undobench_gym.evaluation.reference import adjusted, reference_records
 
 LOST_ACK = "POST_MUTATION_PRE_ACK"
 #: study -> (declared boundary, what the reference says of it)
@@ -71,11 +71,11 @@ def _raw_figures(root: Path) -> list[PaperFigure]:
         path = root / study / "raw" / "matrix.csv"
         if not path.is_file():
             continue
-        records = list(iter_records(path))
-        kept = {id(r) for r in adjusted(records)[0]}
+        records = reference_records(path)
+        kept = {id(k) for k in adjusted(records)[0]}  # the same objects: models already
         by_method: dict[str, list[Pair]] = {}
-        for r in records:
-            by_method.setdefault(METHODS.get(r["method"], r["method"]), []).append(r)
+        for record in records:
+            by_method.setdefault(METHODS.get(record.method, record.method), []).append(record)
         for method, pairs in sorted(by_method.items()):
             clean = [p for p in pairs if id(p) in kept]
             for metric in METRICS:

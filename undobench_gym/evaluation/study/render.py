@@ -14,9 +14,9 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from undobench_gym.core.trials import read_trials
 from undobench_gym.evaluation.indicators import Pair, is_infra_error
 from undobench_gym.evaluation.metrics import BOOTSTRAP_RESAMPLES
+from undobench_gym.evaluation.records import as_records, load_records
 from undobench_gym.evaluation.reference import headline
 from undobench_gym.evaluation.report import write_reports
 from undobench_gym.evaluation.report_sections import FEW, contrast_lines, pass_k_lines, tost_lines
@@ -44,28 +44,32 @@ class PartRun:
     summary: dict[str, Any]
     meta: dict[str, Any]
 
+    def __post_init__(self) -> None:
+        self.pairs = as_records(self.pairs)  # the records as models, however they came
+
 
 def load_part(out: Path, part: Part, *, html: bool) -> PartRun | None:
     """The part's pairs (from its run directory `out`) and its reports (written afresh, as
     `undobench report` would)."""
     if not (out / "trials.jsonl").is_file():
         return None
-    summary = write_reports(out, html=html)
+    pairs = load_records(out / "trials.jsonl")  # read once, for the reports and the document
+    summary = write_reports(out, html=html, trials=pairs)
     meta_path = out / META_FILE
     meta = json.loads(meta_path.read_text(encoding="utf-8")) if meta_path.is_file() else {}
-    return PartRun(part, read_trials(out / "trials.jsonl"), summary, meta)
+    return PartRun(part, pairs, summary, meta)
 
 
 def _factorial(run: PartRun) -> str:
     ps = run.pairs
-    seeds = sorted({p["seed"] for p in ps})
+    seeds = sorted({p.seed for p in ps})
     span = f"{seeds[0]}-{seeds[-1]}" if seeds == list(range(seeds[0], seeds[-1] + 1)) else seeds
     return (
-        f"{len({p['workflow'] for p in ps})} workflows, "
-        f"{len({(p['workflow'], p['scenario']) for p in ps})} scenarios, "
-        f"methods {', '.join(sorted({str(p['method']) for p in ps}))}, seeds {span}, "
-        f"agents {', '.join(sorted({str(p['agent']) for p in ps}))}, "
-        f"runtime {', '.join(sorted({str(p['runtime']) for p in ps}))}"
+        f"{len({p.workflow for p in ps})} workflows, "
+        f"{len({(p.workflow, p.scenario) for p in ps})} scenarios, "
+        f"methods {', '.join(sorted({str(p.method) for p in ps}))}, seeds {span}, "
+        f"agents {', '.join(sorted({str(p.agent) for p in ps}))}, "
+        f"runtime {', '.join(sorted({str(p.runtime) for p in ps}))}"
     )
 
 
@@ -217,8 +221,8 @@ def _paper_sections(
 
 
 def _runtime_sections(run: PartRun, base: PartRun) -> list[str]:
-    ids = {p["pair_id"] for p in run.pairs}
-    same = [p for p in base.pairs if p["pair_id"] in ids]
+    ids = {p.pair_id for p in run.pairs}
+    same = [p for p in base.pairs if p.pair_id in ids]
     result = compare(same, run.pairs)
     diffs = result["differences"]
     lines = [

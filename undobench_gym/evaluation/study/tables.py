@@ -4,11 +4,12 @@
 from __future__ import annotations
 
 import itertools
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterable, Sequence
 from typing import Any
 
 from undobench_gym.evaluation.indicators import Pair, is_infra_error
 from undobench_gym.evaluation.metrics import rate
+from undobench_gym.evaluation.records import PairLike, as_records
 from undobench_gym.evaluation.report_sections import FEW
 from undobench_gym.evaluation.units import effective_text
 
@@ -63,16 +64,27 @@ def effective_note(summary: dict[str, Any], metrics: Iterable[str]) -> str:
     return f"{head}; the seeds' outcomes differ within some cells, so pairs replicate."
 
 
-def cells(pairs: list[Pair], *keys: Callable[[Pair], Any]) -> dict[tuple[str, ...], list[Pair]]:
+def cells(
+    pairs: Sequence[PairLike], *keys: Callable[[Pair], Any]
+) -> dict[tuple[str, ...], list[Pair]]:
     out: dict[tuple[str, ...], list[Pair]] = {}
-    for p in pairs:
+    for p in as_records(pairs):
         values = tuple(k(p) for k in keys)
         if None not in values:
             out.setdefault(tuple(str(v) for v in values), []).append(p)
     return dict(sorted(out.items()))
 
 
-def method_boundary(pairs: list[Pair], applied: bool) -> list[str]:
+def _method_boundary(pairs: Sequence[PairLike]) -> dict[tuple[str, ...], list[Pair]]:
+    return cells(pairs, lambda p: p.method, lambda p: p.boundary)
+
+
+def _as_planned(p: Pair) -> bool:
+    outcome = p.fault.fault_outcome
+    return outcome is not None and outcome.as_planned
+
+
+def method_boundary(pairs: Sequence[PairLike], applied: bool) -> list[str]:
     """Method x declared boundary: competence, recovery and harm with intervals."""
     lines = [
         "| method | boundary | N | as planned | effective N (crsr) | "
@@ -80,10 +92,10 @@ def method_boundary(pairs: list[Pair], applied: bool) -> list[str]:
         + " |",
         "|---|---|---|---|---|" + "---|" * len(CELL_METRICS),
     ]
-    grid = cells(pairs, lambda p: p.get("method"), lambda p: p.get("boundary"))
+    grid = _method_boundary(pairs)
     for (method, boundary), cell in grid.items():
         valid = [p for p in cell if not is_infra_error(p)]
-        planned = sum(1 for p in valid if (p["fault"].get("fault_outcome") or {}).get("as_planned"))
+        planned = sum(1 for p in valid if _as_planned(p))
         rates = {m: rate(valid, m, condition=applied) for m in CELL_METRICS}
         eff = effective_text(rates["crsr"].get("effective"))
         row = [rate_text(rates[m]) for m in CELL_METRICS]
@@ -95,9 +107,11 @@ def method_boundary(pairs: list[Pair], applied: bool) -> list[str]:
     return lines
 
 
-def grid_values(pairs: list[Pair], applied: bool, metric: str) -> dict[tuple[str, str], Any]:
+def grid_values(
+    pairs: Sequence[PairLike], applied: bool, metric: str
+) -> dict[tuple[str, str], Any]:
     """(method, boundary) -> the rate object of `metric` (for the paper table and plots)."""
-    grid = cells(pairs, lambda p: p.get("method"), lambda p: p.get("boundary"))
+    grid = _method_boundary(pairs)
     return {
         (m, b): rate([p for p in c if not is_infra_error(p)], metric, condition=applied)
         for (m, b), c in grid.items()
