@@ -12,7 +12,7 @@ from undobench_gym.harness.executors.base import TrialTask
 from undobench_gym.harness.executors.schedule import STACK_START_S, Scheduler, pair_cost
 from undobench_gym.harness.executors.timeline import TIMELINE_FILE, read_timeline
 from undobench_gym.harness.runner import expand, run_sweep
-from undobench_gym.harness.simulate import RunModel, model_from_run, simulate
+from undobench_gym.harness.simulate import RunModel, calibrated, model_from_run, simulate
 
 
 def _task(pair: str, workflow: str, domain: str, scenario: str = "s") -> TrialTask:
@@ -58,7 +58,7 @@ def _model(pairs: int, work: float, stack: float, u: float = 1.0) -> RunModel:
 
 def test_the_simulator_adds_up_stack_starts_work_and_contention() -> None:
     m = _model(8, 1.0, 2.0)
-    assert simulate(m, 1, 4)["wall_s"] == 11.0  # start-up 1, stack 2, 8 pairs of 1
+    assert simulate(m, 1, 4)["wall_s"] == 10.0  # in the driver: stack 2, 8 pairs of 1
     two = simulate(m, 2, 4)  # both start (1 + 2), then 4 pairs each
     assert two["wall_s"] == 7.0 and two["stacks_started"] == 2
     # Two workers on one core, each busy worker using a whole one: no faster than one.
@@ -86,3 +86,11 @@ def test_a_sweep_records_its_phases_and_the_simulator_replays_it(tmp_path: Path)
     assert set(model.stack_s) == {"payments", "database"} and model.u > 0
     predicted = simulate(model, 2, 2)["wall_s"]
     assert predicted == pytest.approx(ph["wall_s"], rel=0.5)
+    # Calibrated on one worker's run of the same pairs: the cores that run really gave.
+    alone = tmp_path / "alone"
+    run_sweep(trials, agent_spec="scripted", runtime="process", out=alone, progress=False,
+              report=False, workers=1)  # fmt: skip
+    tuned = calibrated(tmp_path, alone, cores=2)
+    assert tuned.effective_cores is not None and 0 < tuned.effective_cores <= 2
+    one = json.loads((alone / "run_meta.json").read_text())["sessions"][-1]["phases"]
+    assert simulate(tuned, 1)["wall_s"] == pytest.approx(one["wall_s"], rel=0.5)

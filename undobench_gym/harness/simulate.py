@@ -40,16 +40,21 @@ class RunModel:
     tasks: list[TrialTask]
     work_s: dict[str, float]  # per pair, one uncontended worker
     stack_s: dict[str, float]  # per domain
-    spawn_s: float
+    spawn_s: float  # a worker process's start, before its first pair reaches it
     handoff_s: float
     u: float
+    warmup_s: float = 0.0  # what a worker's first pair spends beyond the usual (loading)
+    #: The cores the measured machine gave the sweep: fewer than it has where a second
+    #: busy worker slows the first before the cores are all busy (a VM's steal, shared
+    #: caches, the disk). Known when the model was calibrated on a one-worker run.
+    effective_cores: float | None = None
 
     def stack_cost(self, key: StackKey) -> float:
         default = statistics.median(self.stack_s.values()) if self.stack_s else 2.0
         return self.stack_s.get(key[0], default)
 
 
-def contention(workers: int, u: float, cores: int) -> float:
+def contention(workers: int, u: float, cores: float) -> float:
     """How much slower each worker runs when `workers` share `cores`."""
     return max(1.0, workers * u / cores)
 
@@ -77,42 +82,83 @@ def model_from_run(run_dir: Path, cores: int | None = None, session: int = -1) -
     for a in attempts:
         by_domain.setdefault(a.task["domain"], []).append(work[a.pair_id])
     typical = {d: statistics.median(v) for d, v in by_domain.items()}
-    firsts: dict[int, Attempt] = {}
-    for a in sorted(attempts, key=lambda a: a.submitted_s):
-        firsts.setdefault(a.slot, a)
+    firsts = _firsts(attempts)
     handoffs = sorted(a.done_s - a.submitted_s - a.wall_s for a in attempts)
     handoff = max(0.0, handoffs[len(handoffs) // 2])
     # A worker's first pair also loads its code and catalogue: that is the worker's
     # start-up (with its process start, before the pair reached it), not the pair's work.
-    warmups = []
+    spawns, warmups = [], []
     for a in firsts.values():
         usual = typical[a.task["domain"]]
         spawned = (a.done_s - a.submitted_s - a.wall_s - handoff) / slowed if slots > 1 else 0.0
-        warmups.append(max(0.0, spawned) + max(0.0, work[a.pair_id] - usual))
+        spawns.append(max(0.0, spawned))
+        warmups.append(max(0.0, work[a.pair_id] - usual))
         work[a.pair_id] = usual
     return RunModel(
         tasks=[a.trial_task() for a in attempts],
         work_s=work,
         stack_s={d: statistics.median(v) for d, v in starts.items()},
-        spawn_s=statistics.median(warmups),
+        spawn_s=statistics.median(spawns),
+        warmup_s=statistics.median(warmups),
         handoff_s=handoff,
         u=u,
     )
 
 
+def calibrated(run_dir: Path, single_dir: Path, cores: int | None = None) -> RunModel:
+    """The model of `run_dir` (several workers) calibrated on `single_dir`, a one-worker
+    run of the same pairs on the same machine: the pairs' uncontended work and stack
+    starts come from the one-worker run, `u` is its cores per busy second, and the
+    effective cores are what explains the slowdown the several workers saw (their pairs'
+    work there against the same pairs' work alone, summed)."""
+    cores = cores or os.cpu_count() or 1
+    model, alone = model_from_run(run_dir, cores=cores), model_from_run(single_dir, cores=cores)
+    raw = {a.pair_id: a.wall_s - a.stack_s for a in read_timeline(run_dir, -1) if not a.error_kind}
+    first = {a.pair_id for a in _firsts(read_timeline(run_dir, -1)).values()}
+    common = [p for p in raw if p not in first and p in alone.work_s]
+    if not common:
+        raise ValueError(f"{single_dir}: no pair in common with {run_dir}")
+    # Their work together against alone: the sweep's time is a sum, so is the ratio.
+    slowed = sum(raw[p] for p in common) / sum(alone.work_s[p] for p in common)
+    workers = len({a.slot for a in read_timeline(run_dir, -1)})
+    effective = workers * alone.u / slowed if slowed > 1.0 else float(cores)
+    return RunModel(
+        tasks=model.tasks,
+        work_s={p: alone.work_s.get(p, w) for p, w in model.work_s.items()},
+        stack_s=alone.stack_s or model.stack_s,
+        spawn_s=model.spawn_s,
+        warmup_s=model.warmup_s,
+        handoff_s=model.handoff_s,
+        u=alone.u,
+        effective_cores=min(float(cores), effective),
+    )
+
+
+def _firsts(attempts: list[Attempt]) -> dict[int, Attempt]:
+    """Each slot's first attempt."""
+    firsts: dict[int, Attempt] = {}
+    for a in sorted(attempts, key=lambda a: a.submitted_s):
+        firsts.setdefault(a.slot, a)
+    return firsts
+
+
 def simulate(
     model: RunModel,
     workers: int,
-    cores: int,
+    cores: float | None = None,
     *,
     max_stacks: int = DEFAULT_MAX_STACKS,
     spawn_s: float | None = None,
 ) -> dict[str, Any]:
     """The predicted wall time (to the last pair's end) and phases of the model's pairs on
-    `workers` workers and `cores` cores. `spawn_s`: a worker's start-up instead of the
+    `workers` workers and `cores` cores (default: the model's effective cores, else this
+    machine's). `spawn_s`: a worker process's start instead of the
     run's (one measured with a single worker, in the driver, has no process start)."""
+    cores = cores or model.effective_cores or float(os.cpu_count() or 1)
     peak = 1.0
-    spawn = model.spawn_s if spawn_s is None else spawn_s
+    # One worker runs in the driver: no process to start, only the first pair's loading.
+    spawn = (model.spawn_s if spawn_s is None else spawn_s) if workers > 1 else 0.0
+    spawn += model.warmup_s
     queue = Scheduler(model.tasks)
     free = [0.0] * workers  # when each slot is next free
     held: list[OrderedDict[StackKey, None]] = [OrderedDict() for _ in range(workers)]
@@ -132,8 +178,8 @@ def simulate(
             idle_rounds += 1
             if idle_rounds > 2 * workers:  # every idle slot declined: take one anyway
                 task = queue.pop_for(list(held[slot]), Counter(), slot)
-                assert task is not None, "the scheduler holds pairs nobody can take"
-            else:
+            if task is None:  # (the rest may be kept for another slot: its turn comes)
+                assert idle_rounds < 10 * workers, "the scheduler holds pairs nobody can take"
                 busy = [free[s] for s in range(workers) if free[s] > now]
                 free[slot] = min(busy) if busy else now + 1e-6
                 continue
