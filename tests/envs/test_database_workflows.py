@@ -116,8 +116,8 @@ class TestWorkflowContract(WorkflowContract):
     ]
 
     def exercise(self, svc: ServiceClient) -> list[Row]:
-        """Every gold plan, and a dividend and a migration a crash stopped, finished by
-        their recovery routes."""
+        """Every gold plan, a dividend and a migration a crash stopped, finished by their
+        recovery routes, and an order cancelled."""
         log = gold_plan_logs(svc, WORKFLOWS)
         dividend = {"share_class": "common", "amount_per_share": 7, "reference": "DIV-X"}
         migration = {"name": "gift_cards_v2", "columns": [{"name": "code", "type": "text"}]}
@@ -126,6 +126,10 @@ class TestWorkflowContract(WorkflowContract):
         calls.append(record(svc, "resume_dividend", {"dividend_id": found["id"]}))
         calls.append(record(svc, "apply_migration", migration, crash="migration.after_ddl"))
         calls.append(record(svc, "repair_migration", {"name": "gift_cards_v2"}))
+        account = svc.ok("list_accounts", {})[0]["id"]
+        order = {"order_number": "ORD-X1", "account_id": account, "total": 100}
+        calls.append(record(svc, "create_order", order))
+        calls.append(record(svc, "cancel_order", {"order_number": "ORD-X1"}))
         credits = assert_calls_record_their_arguments(svc, calls)
         assert {r["op"] for r in credits} == {"dividend.credit"}
         return log + svc.commit_log()

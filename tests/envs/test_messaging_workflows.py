@@ -181,6 +181,10 @@ class TestWorkflowContract(WorkflowContract):
                 ("resolve_page", {"page_id": acked, "note": "done"}),
             ]
         ]
+        posted = seeded_id(svc.seed, "msg", 1)  # the post above
+        calls.append(
+            record(svc, "delete_chat_message", {"channel_id": channel, "message_id": posted})
+        )
         calls.append(record(svc, "send_email_batch", batch, crash=CRASH_MID_BATCH))
         (found,) = svc.ok("list_email_batches", {"reference": "R-1"})
         calls.append(record(svc, "resume_email_batch", {"batch_id": found["id"]}))
