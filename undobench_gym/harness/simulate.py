@@ -113,14 +113,15 @@ def calibrated(run_dir: Path, single_dir: Path, cores: int | None = None) -> Run
     work there against the same pairs' work alone, summed)."""
     cores = cores or os.cpu_count() or 1
     model, alone = model_from_run(run_dir, cores=cores), model_from_run(single_dir, cores=cores)
-    raw = {a.pair_id: a.wall_s - a.stack_s for a in read_timeline(run_dir, -1) if not a.error_kind}
-    first = {a.pair_id for a in _firsts(read_timeline(run_dir, -1)).values()}
+    attempts = read_timeline(run_dir, -1)
+    raw = {a.pair_id: a.wall_s - a.stack_s for a in attempts if not a.error_kind}
+    first = {a.pair_id for a in _firsts(attempts).values()}
     common = [p for p in raw if p not in first and p in alone.work_s]
     if not common:
         raise ValueError(f"{single_dir}: no pair in common with {run_dir}")
     # Their work together against alone: the sweep's time is a sum, so is the ratio.
     slowed = sum(raw[p] for p in common) / sum(alone.work_s[p] for p in common)
-    workers = len({a.slot for a in read_timeline(run_dir, -1)})
+    workers = len({a.slot for a in attempts})
     effective = workers * alone.u / slowed if slowed > 1.0 else float(cores)
     return RunModel(
         tasks=model.tasks,

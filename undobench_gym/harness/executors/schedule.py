@@ -20,6 +20,7 @@ from collections import Counter, OrderedDict, defaultdict, deque
 from collections.abc import Callable, Collection, Iterable, Mapping
 from typing import Any
 
+from undobench_gym.contract.errors import UnknownWorkflowError
 from undobench_gym.contract.specs import Boundary
 from undobench_gym.core.catalog import find_workflow
 from undobench_gym.harness.executors.base import StackKey, TrialTask
@@ -46,6 +47,8 @@ CRASH = 1.5
 #: which the work left on a stack is weighed before another worker joins it; replaced by
 #: the sweep's own median once it has started one (`Scheduler.observe`).
 STACK_START_S = 2.0
+#: How many recent pairs (and stack starts) `Scheduler.observe` takes the median of.
+RECENT = 101
 #: A pair whose stack took less than this to get was on a stack its worker held.
 STARTED_S = 0.05
 
@@ -55,7 +58,7 @@ Cost = Callable[[TrialTask], float]
 def _crashes(task: TrialTask) -> bool:
     try:
         sc = find_workflow(task.workflow, task.domain).scenario(task.scenario)
-    except Exception:  # a task built by hand (tests): no catalogue entry
+    except (UnknownWorkflowError, KeyError):  # a task built by hand (tests): no entry
         return False
     return bool(sc.crash_point) or sc.boundary is Boundary.POST_ACK_PRE_CHECKPOINT
 
@@ -105,12 +108,14 @@ class Scheduler:
         # minutes, not the scripted agent's tenths), and what a stack start takes.
         self.scale = 1.0
         self.stack_start_s = STACK_START_S
-        self._ratios: list[float] = []
-        self._starts: list[float] = []
+        # The most recent measurements only: a median over a bounded window stays cheap
+        # on the driver's loop however long the sweep, and follows a change of pace.
+        self._ratios: deque[float] = deque(maxlen=RECENT)
+        self._starts: deque[float] = deque(maxlen=RECENT)
 
     def observe(self, pair_id: str, wall_s: float, stack_s: float) -> None:
         """A finished pair's measured time: the costs are rescaled to what this sweep's
-        pairs take (the median ratio), and stack starts to their median."""
+        pairs take (the median ratio over the recent ones), and stack starts to theirs."""
         cost = self.cost.get(pair_id)
         if cost:
             self._ratios.append(max(0.0, wall_s - stack_s) / cost)
