@@ -105,11 +105,9 @@ typecheck: $(STAMP)
 # build/smoke-py3.X from this machine's interpreter, the wheel installed at the versions in
 # constraints/, a paired sweep over every domain from outside the source tree; on 3.12 and
 # 3.13 also F1 and F2 against the fake server, the MCP round trip and uvloop (`make test`
-# runs the whole suite on 3.11). About 1.5-2.5 min a version on 2 cores, pip's cache warm.
+# runs the whole suite on 3.11). The three installs run at once (scripts/smoke_pythons.sh).
 smoke-pythons:
-	SMOKE_TESTS=0 scripts/smoke_python.sh 3.11
-	scripts/smoke_python.sh 3.12
-	scripts/smoke_python.sh 3.13
+	scripts/smoke_pythons.sh 3.11 3.12 3.13
 
 # Freeze what was tested (the dev venv; full venvs of 3.12 and 3.13) into constraints/py3.X.txt.
 constraints: $(STAMP)

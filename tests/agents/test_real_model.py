@@ -128,19 +128,22 @@ def test_a_real_model_plays_a_constrained_episode_without_a_provider_error(
 def test_a_long_conversation_is_trimmed_to_the_context_window(
     server: LlamaServer, env_for: Any
 ) -> None:
-    """Eight observations of a list endpoint's size: together far over 4,096 tokens (on
-    this server every quote costs about three, its template HTML-escapes them). The
-    oldest go, the task and the current one stay, and no request overflows."""
+    """Two observations of a large list endpoint: together over 4,096 tokens (on this
+    server every quote costs about three, its template HTML-escapes them). The older goes,
+    the task and the current one stay, and no request overflows. (Three turns, not more:
+    each request past the window costs a full window of prompt on the CPU.)"""
     a = agent(server, "F2", tool_choice="required", max_tokens=48)
     _obs, info = env_for("payments").reset(seed=1, options={"workflow": WF.id, "fault": None})
     a.reset_task({**info, "observation": "{}"})
-    rows = [{"id": f"cus_{i:04d}", "email": f"user{i}@example.com"} for i in range(24)]
-    for turn in range(8):
+    rows = [{"id": f"cus_{i:04d}", "email": f"user{i}@example.com"} for i in range(96)]
+    turns = 3
+    for turn in range(turns):
         a.act(json.dumps({"status": 200, "turn": turn, "body": rows}))
     assert a.episode_stats["trimmed_messages"] > 0
     assert a.episode_stats["provider_errors"] == 0
-    # the conversation itself is kept whole: system, task, 8 replies, 7 observations
-    assert len(a.conv.messages) == 2 + 8 + 7
+    # the conversation itself is kept whole: system, task, every reply, the observations
+    # after the first turn
+    assert len(a.conv.messages) == 2 + turns + (turns - 1)
 
 
 @pytest.mark.parametrize("stop", [signal.SIGINT, signal.SIGTERM])

@@ -63,7 +63,8 @@ def test_reference_agent_sweep_matches_in_process(fake: Any, tmp_path: Path) -> 
     external = REFERENCE + fake.base_url
     trials = expand(WORKFLOWS, None, ["bare", "B2"], [1, 2], [(inproc, "F1"), (external, "F1")])
     t0 = time.monotonic()
-    run_sweep(trials, agent_spec=inproc, runtime="process", out=tmp_path, progress=False)
+    # two workers: an external episode is mostly a process start, so the pairs overlap well
+    run_sweep(trials, agent_spec=inproc, runtime="process", out=tmp_path, progress=False, workers=2)
     wall = time.monotonic() - t0
     records = read_trials(tmp_path / "trials.jsonl")
     by_agent: dict[str, dict[tuple[Any, ...], dict[str, Any]]] = {}
