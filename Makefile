@@ -68,7 +68,8 @@ PARALLEL_TESTS := tests/envs tests/evaluation tests/proxies tests/test_actions.p
 	tests/agents/test_resumption.py tests/agents/test_zero_privilege.py \
 	tests/agents/test_prompt.py tests/agents/test_llm_interop.py \
 	tests/rl/test_demos.py tests/rl/test_faults.py tests/rl/test_grpo_support.py \
-	tests/rl/test_rewards.py tests/rl/test_trl_env.py tests/rl/test_train_grpo_tiny.py
+	tests/rl/test_rewards.py tests/rl/test_trl_env.py tests/rl/test_train_grpo_tiny.py \
+	tests/test_prestart.py
 # What `make test` leaves out: `heavy` tests (minutes of CPU each, with a faster test of the
 # same path in the suite) and GPU tests. `make test-all` runs the heavy ones too.
 TEST_MARKS ?= not gpu and not heavy

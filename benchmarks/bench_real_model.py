@@ -3,6 +3,7 @@
     python benchmarks/bench_real_model.py sweep  [--out DIR] [undobench run flags...]
     python benchmarks/bench_real_model.py report DIR [DIR...]
     python benchmarks/bench_real_model.py servers [--workflows A,B] [--seeds 1]
+    python benchmarks/bench_real_model.py speculative [--settings none,ngram-simple:3,12]
 
 `sweep` runs `undobench run --agent local:MODEL ...` (default: Qwen2.5-Coder-1.5B on
 llama-server, 2 DEV workflows at a lost acknowledgement, F1) while sampling /proc/stat, then
@@ -11,7 +12,10 @@ rate (prompt tokens the server took from its cache) and the share of wall time t
 were busy. `report` prints the same figures for finished runs (without the CPU share).
 `servers` runs one small sweep against each server (llama-server, llama-cpp-python) with
 the same model, settings and pairs, and prints both: wall time, native tool calls, calls
-read from text, text replies, provider errors.
+read from text, text replies, provider errors. `speculative` runs the same pairs (F1 and
+F2, temperature 0, two workers) once per llama-server speculative setting and prints their
+figures side by side, with how many actions differ from the first setting's (greedy
+decoding with exact-match drafts writes the same replies, up to batch arithmetic).
 """
 
 from __future__ import annotations
@@ -175,6 +179,68 @@ def servers(args: argparse.Namespace) -> None:
         print(f"| {key} | {results['llama-server'][key]} | {results['llama-cpp-python'][key]} |")
 
 
+def _actions(run: Path) -> dict[tuple[str, str], list[Any]]:
+    return {
+        (p["pair_id"], part): [t.get("action") for t in (p.get(part) or {}).get("transcript", [])]
+        for p in _pairs(run)
+        for part in ("control", "fault")
+    }
+
+
+def speculative(args: argparse.Namespace) -> None:
+    """The same pairs once per speculative setting; each sweep owns its server."""
+    flags = [
+        "--workflows",
+        args.workflows,
+        "--scenarios",
+        "lost-ack",
+        "--method",
+        "bare",
+        "--seeds",
+        args.seeds,
+        "--framework",
+        "F1,F2",
+        "--max-steps",
+        "8",
+        "--workers",
+        "2",
+        "--own-controls",
+    ]
+    settings = args.settings.split(";")
+    results, actions = {}, {}
+    for setting in settings:
+        out = Path(args.out) / setting.replace(":", "-").replace(",", "-")
+        if out.exists():
+            subprocess.run(["rm", "-rf", str(out)], check=True)
+        print(f"== speculative {setting}", flush=True)
+        env = {"UNDOBENCH_MODEL_SPECULATIVE": setting, "UNDOBENCH_LLM_TEMPERATURE": "0"}
+        results[setting] = run_sweep(out, flags, env)
+        actions[setting] = _actions(out)
+        _print(results[setting])
+    first = settings[0]
+    for setting in settings:
+        mine, base = actions[setting], actions[first]
+        results[setting]["episodes_with_other_actions"] = sum(
+            mine.get(k) != v for k, v in base.items()
+        )
+    keys = [
+        "pairs",
+        "wall_s",
+        "median_pair_s",
+        "actions",
+        "completion_tokens_per_s",
+        "encoded_prompt_tokens_per_s",
+        "prefix_cache_hit_rate",
+        "control_successes",
+        "provider_errors",
+        "cores_busy_share",
+        "episodes_with_other_actions",
+    ]
+    print("\n| figure | " + " | ".join(settings) + " |\n|---|" + "---|" * len(settings))
+    for key in keys:
+        print(f"| {key} | " + " | ".join(str(results[s][key]) for s in settings) + " |")
+
+
 def main() -> None:
     p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawTextHelpFormatter)
     sub = p.add_subparsers(dest="mode", required=True)
@@ -187,6 +253,15 @@ def main() -> None:
     c.add_argument("--workflows", default="pay-charge-customer,db-create-order")
     c.add_argument("--seeds", default="1")
     c.add_argument("--out", default="runs/bench-servers")
+    sp = sub.add_parser("speculative")
+    sp.add_argument(
+        "--settings",
+        default="none;ngram-simple:3,12;ngram-map-k:3,12",
+        help="speculative settings separated by ';' (TYPE or TYPE:N,M)",
+    )
+    sp.add_argument("--workflows", default="pay-charge-customer,db-create-order")
+    sp.add_argument("--seeds", default="1")
+    sp.add_argument("--out", default="runs/bench-speculative")
     args = p.parse_args()
     started = time.time()
     if args.mode == "sweep":
@@ -198,8 +273,10 @@ def main() -> None:
     elif args.mode == "report":
         for run in args.runs:
             _print(figures(Path(run)))
-    else:
+    elif args.mode == "servers":
         servers(args)
+    else:
+        speculative(args)
     print(f"(bench took {time.time() - started:.0f} s)", file=sys.stderr)
 
 

@@ -31,6 +31,7 @@ from undobench_gym.harness.executors.base import (
     TrialTask,
 )
 from undobench_gym.harness.executors.schedule import Scheduler
+from undobench_gym.harness.executors.timeline import read_timeline
 from undobench_gym.harness.runner import build_tasks, expand, parse_seeds, run_sweep
 
 HERE = "python:tests.test_executors:"
@@ -355,6 +356,13 @@ def test_one_and_two_workers_give_the_same_verdicts(tmp_path: Path) -> None:
     assert _verdicts(one) == _verdicts(two)
     assert {t["attempts"] for t in two} == {1}
     assert _meta(tmp_path / "two")["sessions"][0]["workers"] == 2
+    # each worker process ran its first pair on the stack it started while loading
+    # (executors/prestart.py); the one in-driver worker starts stacks as pairs come
+    attempts = read_timeline(tmp_path / "two")
+    firsts = {a.worker: a for a in reversed(attempts)}
+    assert len(firsts) == 2 and all(a.prestarted for a in firsts.values())
+    assert sum(a.prestarted for a in attempts) == 2
+    assert not any(a.prestarted for a in read_timeline(tmp_path / "one"))
 
 
 @pytest.mark.slow

@@ -94,3 +94,39 @@ def test_the_cli_lists_verifies_and_prints_the_path(
     assert main(["models", "path", "ubtest"]) == 0
     assert capsys.readouterr().out.strip().endswith("ubtest.gguf")
     assert main(["models", "verify", "no-such-model"]) == 2
+
+
+@pytest.mark.parametrize(
+    ("spec", "flags"),
+    [
+        ("none", []),
+        ("ngram-simple", ["--spec-type", "ngram-simple"]),
+        (
+            "ngram-map-k:4,16",
+            [
+                *("--spec-type", "ngram-map-k"),
+                *("--spec-ngram-map-k-size-n", "4", "--spec-ngram-map-k-size-m", "16"),
+            ],
+        ),
+    ],
+)
+def test_speculative_decoding_becomes_llama_server_flags(spec: str, flags: list[str]) -> None:
+    from undobench_gym.agents.llm.model_server import speculative_args
+
+    assert speculative_args(spec) == flags
+
+
+@pytest.mark.parametrize(
+    ("spec", "says"),
+    [
+        ("draft-simple", "unknown speculative decoding"),  # needs a draft model we lack
+        ("ngram-simple:4", "sizes are N,M"),
+        ("ngram-simple:0,8", "from 1 to 64"),
+        ("none:3,8", "takes no sizes"),
+    ],
+)
+def test_a_bad_speculative_setting_is_a_clear_error(spec: str, says: str) -> None:
+    from undobench_gym.agents.llm.model_server import speculative_args
+
+    with pytest.raises(UndoBenchError, match=says):
+        speculative_args(spec)

@@ -94,6 +94,14 @@ class UndoBenchEnv(gym.Env[str, str]):
     def runtime(self) -> Runtime:
         return self._stack.runtime
 
+    def adopt_runtime(self, runtime: Runtime) -> None:
+        """Run on `runtime`, a stack of this env's domain made (and perhaps already
+        started) elsewhere, instead of starting one: the sweep's workers start their first
+        stack while they load. Only before the env has started its own."""
+        if runtime.domain != self.domain_name:
+            raise ValueError(f"a {runtime.domain} stack for a {self.domain_name} env")
+        self._stack.adopt(runtime)
+
     # ---- gymnasium API ------------------------------------------------------------
 
     def reset(

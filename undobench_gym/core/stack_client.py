@@ -42,21 +42,33 @@ class StackClient:
     @property
     def runtime(self) -> Runtime:
         if self._runtime is None:
-            self._runtime = make_runtime(self.runtime_kind, self.domain)
-            try:
-                ep = self._runtime.start()
-                harness = max(HARNESS_TIMEOUT_S, self.timeout + WIRE_SETTLE_MARGIN_S + 5.0)
-                self._http = httpx.Client(timeout=harness)
-                for url in ep.admin_urls.values():
-                    self._http.post(
-                        f"{url}/admin/config",
-                        json={"idempotency_mode": self.idempotency},
-                        headers=ep.auth,
-                    ).raise_for_status()
-            except BaseException:
-                self.close()
-                raise
+            self._attach(make_runtime(self.runtime_kind, self.domain))
+        assert self._runtime is not None
         return self._runtime
+
+    def adopt(self, runtime: Runtime) -> None:
+        """Use a runtime made for this domain elsewhere (the harness starts a worker's
+        first stack while the worker loads its code): started if it is not yet, and
+        configured for this client's idempotency mode like one of its own."""
+        if self._runtime is not None:
+            raise RuntimeError("this stack client already has a runtime")
+        self._attach(runtime)
+
+    def _attach(self, runtime: Runtime) -> None:
+        self._runtime = runtime
+        try:
+            ep = runtime.start()  # a started runtime answers with its endpoints
+            harness = max(HARNESS_TIMEOUT_S, self.timeout + WIRE_SETTLE_MARGIN_S + 5.0)
+            self._http = httpx.Client(timeout=harness)
+            for url in ep.admin_urls.values():
+                self._http.post(
+                    f"{url}/admin/config",
+                    json={"idempotency_mode": self.idempotency},
+                    headers=ep.auth,
+                ).raise_for_status()
+        except BaseException:
+            self.close()
+            raise
 
     @property
     def http(self) -> httpx.Client:

@@ -4,14 +4,16 @@ run's pairs through the sweep's own scheduler on a virtual clock.
 From the run (`timeline.jsonl` and `run_meta.json`) the model takes:
 - each pair's work (`wall_s` less its stack start), divided by the run's own CPU
   contention, so that it is what one worker with a core to itself would take;
-- what starting a stack costs, by domain (median over the starts the run made);
+- what starting a stack costs, by domain (median over the starts the run made; a stack
+  started before its pair came, as a worker process's first is, counts its whole start);
 - what starting a worker costs: its process (none for one worker, which runs in the
   driver) and what its first pair spends beyond the usual loading code and catalogue;
 - `u`, the cores one busy worker keeps busy (the run's CPU time over its busy time).
 
 A pair that starts while B workers are busy (itself included) on C cores runs
 `max(1, B·u/C)` times slower (the cores shared evenly); the schedule is `Scheduler`'s,
-with each worker's stacks held as `StackPool` holds them (LRU, `max_stacks`). What it
+with each worker's stacks held as `StackPool` holds them (LRU, `max_stacks`), and a worker
+process's first stack waited only for what outlasts its loading. What it
 leaves out: the driver's own CPU beyond `u`, memory, and other load on the machine.
 
     python -m undobench_gym.harness.simulate RUN_DIR --workers 1,2,3,8,16 [--cores 16]
@@ -75,8 +77,10 @@ def model_from_run(run_dir: Path, cores: int | None = None, session: int = -1) -
     slowed = contention(slots, u, cores)
     starts: dict[str, list[float]] = {}
     for a in attempts:
-        if a.stack_s > STARTED_S:
-            starts.setdefault(a.task["domain"], []).append(a.stack_s / slowed)
+        # A prestarted stack's cost is its start's own duration (the pair waited less).
+        took = a.prestart_s if a.prestarted else a.stack_s
+        if took > STARTED_S:
+            starts.setdefault(a.task["domain"], []).append(took / slowed)
     work = {a.pair_id: max(0.0, a.wall_s - a.stack_s) / slowed for a in attempts}
     by_domain: dict[str, list[float]] = {}
     for a in attempts:
@@ -191,7 +195,8 @@ def simulate(
         )
         peak = max(peak, slow)
         t = now + model.handoff_s
-        if not started[slot]:
+        first = not started[slot]
+        if first:
             t += spawn * slow
             started[slot] = True
         key = task.stack_key
@@ -203,6 +208,10 @@ def simulate(
                 held[slot].popitem(last=False)
             held[slot][key] = None
             stack = model.stack_cost(key) * slow
+            if first and workers > 1:
+                # A worker process starts its first pair's stack while it loads for the
+                # pair (`executors/prestart.py`): only what outlasts the loading is waited.
+                stack = max(0.0, stack - model.warmup_s * slow)
             stacks[slot] += 1
         t += stack
         if first_at_work[slot] == 0.0:

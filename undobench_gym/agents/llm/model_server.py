@@ -45,6 +45,37 @@ LLAMA_CPP_VERSION = "0.3.36"
 # llama-cpp-python's Python server (one request at a time; see docs/agents.md for what its
 # chat handler gets wrong). `auto`: llama-server where it is built, else the Python one.
 SERVER_KINDS = ("auto", "llama-server", "llama-cpp-python")
+# llama-server's self-speculative decoding: drafts are read from the conversation itself (an
+# id, a tool name, a JSON key the model copies from an observation), checked in one batch,
+# and kept only where the model would have written them, so replies keep the model's own
+# distribution. TYPE or TYPE:N,M (lookup n-gram length, longest draft), in tokens.
+SPECULATIVE_TYPES = ("none", "ngram-simple", "ngram-map-k", "ngram-map-k4v")
+
+
+def speculative_args(spec: str) -> list[str]:
+    """`--spec-*` flags for `spec` (`none`, `TYPE` or `TYPE:N,M`); a clear error otherwise."""
+    kind, _, sizes = spec.partition(":")
+    if kind not in SPECULATIVE_TYPES:
+        raise UndoBenchError(
+            f"unknown speculative decoding {spec!r}: {', '.join(SPECULATIVE_TYPES)}"
+            " (optionally TYPE:N,M, the lookup and draft lengths in tokens)"
+        )
+    if kind == "none":
+        if sizes:
+            raise UndoBenchError(f"speculative decoding {spec!r}: 'none' takes no sizes")
+        return []
+    args = ["--spec-type", kind]
+    if sizes:
+        try:
+            n, m = (int(v) for v in sizes.split(","))
+        except ValueError:
+            raise UndoBenchError(
+                f"speculative decoding {spec!r}: sizes are N,M (two whole numbers)"
+            ) from None
+        if not 1 <= n <= 64 or not 1 <= m <= 64:
+            raise UndoBenchError(f"speculative decoding {spec!r}: N and M are from 1 to 64")
+        args += [f"--spec-{kind}-size-n", str(n), f"--spec-{kind}-size-m", str(m)]
+    return args
 
 
 def llama_server_binary() -> Path | None:
@@ -97,8 +128,15 @@ class LlamaServer:
         parallel: int = 1,
         kind: str = "auto",
         log_dir: Path | None = None,
+        speculative: str = "none",
     ) -> None:
         self.kind = resolve_kind(kind)
+        self.speculative = speculative
+        self._spec_args = speculative_args(speculative)
+        if self._spec_args and self.kind != "llama-server":
+            raise UndoBenchError(
+                f"speculative decoding ({speculative}) needs llama-server: make serve-setup"
+            )
         self.alias, self.gguf = resolve_gguf(model)
         self.port, self.context = port, context
         self.threads = threads or os.cpu_count() or 1
@@ -145,6 +183,7 @@ class LlamaServer:
                 str(port),
                 "--no-webui",
                 "--metrics",
+                *self._spec_args,
             ]
         return [
             sys.executable,
@@ -178,6 +217,7 @@ class LlamaServer:
             "context_per_slot": self.context,
             "parallel": self.parallel,
             "threads": self.threads,
+            "speculative": self.speculative,
         }
 
     def start(self, timeout: float = READY_TIMEOUT_S) -> str:
@@ -264,7 +304,8 @@ def local_agents(specs: set[str], *, parallel: int = 1) -> Iterator[Served]:
     llama-cpp-python), `UNDOBENCH_MODEL_CONTEXT` a slot's context size and
     `UNDOBENCH_MODEL_THREADS` its CPU threads (default: every core; 1 keeps decoding steady
     on a machine that is also busy with other work, where threads that wait on each other
-    lose most of their time)."""
+    lose most of their time) and `UNDOBENCH_MODEL_SPECULATIVE` llama-server's
+    self-speculative decoding (`SPECULATIVE_TYPES`, default none)."""
     served = Served()
     wanted = sorted(s for s in specs if s.startswith("local:"))
     if not wanted:
@@ -275,6 +316,7 @@ def local_agents(specs: set[str], *, parallel: int = 1) -> Iterator[Served]:
     kind = os.environ.get("UNDOBENCH_MODEL_SERVER", "auto")
     context = int(os.environ.get("UNDOBENCH_MODEL_CONTEXT", DEFAULT_CONTEXT))
     threads = int(os.environ.get("UNDOBENCH_MODEL_THREADS", 0)) or None
+    speculative = os.environ.get("UNDOBENCH_MODEL_SPECULATIVE", "none")
     try:
         for spec in wanted:
             server = LlamaServer(
@@ -283,6 +325,7 @@ def local_agents(specs: set[str], *, parallel: int = 1) -> Iterator[Served]:
                 kind=kind,
                 context=context,
                 threads=threads,
+                speculative=speculative,
             )
             servers.append(server)
             server.start()

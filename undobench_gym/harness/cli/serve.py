@@ -41,6 +41,13 @@ def add(sub: Any) -> None:
     s.add_argument("--port", type=int, default=0, help="port on 127.0.0.1 (default: a free one)")
     s.add_argument("--context", type=int, default=4096, help="context window per slot, in tokens")
     s.add_argument("--threads", type=int, default=None, help="CPU threads (default: all)")
+    s.add_argument(
+        "--speculative",
+        default="none",
+        metavar="TYPE[:N,M]",
+        help="llama-server's self-speculative decoding: none, ngram-simple, ngram-map-k or "
+        "ngram-map-k4v, optionally with the lookup and draft lengths (ngram-simple:4,16)",
+    )
     s.set_defaults(func=serve_model)
 
 
@@ -54,6 +61,7 @@ def serve_model(args: argparse.Namespace) -> int:
         threads=args.threads,
         parallel=args.parallel,
         kind=args.server,
+        speculative=args.speculative,
     )
     print(
         f"starting {server.alias} ({server.gguf}) on {server.kind} ...",

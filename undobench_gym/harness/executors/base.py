@@ -88,6 +88,8 @@ class Outcome:
     held: list[StackKey] = field(default_factory=list)  # the worker's stacks, LRU order
     wall_s: float = 0.0
     stack_s: float = 0.0  # of wall_s: starting the pair's stack (0 when the worker held it)
+    prestarted: bool = False  # its stack was started before the pair came (prestart.py)
+    prestart_s: float = 0.0  # that start's own duration (stack_s: what the pair waited of it)
 
     def to_dict(self) -> dict[str, Any]:
         return asdict(self)

@@ -19,7 +19,8 @@ from typing import Any
 
 from undobench_gym.core.deadline import raise_in_thread
 from undobench_gym.harness.executors.base import TrialTask
-from undobench_gym.harness.executors.worker import TrialWorker, die_with_parent
+from undobench_gym.harness.executors.prestart import Prestart
+from undobench_gym.harness.executors.worker import TrialWorker
 
 #: How long lanes get to close their stacks when the process is told to stop; the driver
 #: waits `local.CLOSE_GRACE_S` (longer) before it SIGKILLs the process.
@@ -28,18 +29,21 @@ LANE_CLOSE_S = 12.0
 
 def worker_main(
     conn: Connection,
-    parent_pid: int,
     name: str,
     max_stacks: int,
     trial_timeout: float | None,
     lanes: int = 1,
+    *,
+    early: tuple[int, str, Prestart] | None = None,
 ) -> None:
     """Receive (lane, task, attempt), send back (lane, outcome), until told to stop (None)
     or the driver goes away. One lane runs on the main thread (SIGALRM time limits); more
-    run on threads, the main thread only dispatching."""
-    die_with_parent(parent_pid)
+    run on threads, the main thread only dispatching. `early`: (lane, runtime, stack) a
+    stack being started for that lane's first pair (`prestart.worker_entry`)."""
     if lanes == 1:
         worker = TrialWorker(name, max_stacks=max_stacks, trial_timeout=trial_timeout)
+        if early is not None:
+            worker.hold(early[1], early[2])
         try:
             while (msg := _receive(conn)) is not None:
                 lane, task, attempt = msg
@@ -59,6 +63,8 @@ def worker_main(
         )
         for i in range(lanes)
     ]
+    if early is not None:
+        threads[early[0]].worker.hold(early[1], early[2])
     for t in threads:
         t.start()
     try:

@@ -30,7 +30,7 @@ from undobench_gym.harness.executors.base import (
     StackKey,
     TrialTask,
 )
-from undobench_gym.harness.executors.lanes import worker_main
+from undobench_gym.harness.executors.prestart import worker_entry
 from undobench_gym.harness.executors.worker import TrialWorker
 
 #: How long past the trial timeout the driver waits before it kills a worker.
@@ -123,13 +123,19 @@ class ProcessExecutor:
 
     # ---- workers --------------------------------------------------------------------
 
-    def _start(self, w: _Worker) -> None:
+    def _start(self, w: _Worker, first: tuple[int, TrialTask] | None = None) -> None:
+        """Start `w`'s process; with `first`, the (lane, pair) it gets first, so that the
+        pair's stack starts while the process loads."""
         parent, child = self.ctx.Pipe()
         w.generation += 1
         name = f"worker-{w.index}.{w.generation}"
-        args = (child, os.getpid(), name, self.max_stacks, self.trial_timeout, self.lanes)
+        early = None
+        if first is not None:
+            lane, task = first
+            early = (lane, task.runtime, task.domain)
+        args = (child, os.getpid(), name, self.max_stacks, self.trial_timeout, self.lanes, early)
         proc = self.ctx.Process(
-            target=worker_main, args=args, name=f"undobench-{name}", daemon=True
+            target=worker_entry, args=args, name=f"undobench-{name}", daemon=True
         )
         proc.start()
         child.close()
@@ -182,7 +188,7 @@ class ProcessExecutor:
                 code = w.proc.exitcode
                 self._lost += self._lose(w, WORKER_DIED, f"worker process died (exit code {code})")
             self._kill(w)
-            self._start(w)
+            self._start(w, first=(s.lane, task))
         assert w.conn is not None
         s.task, s.attempt, s.started = task, attempt, time.monotonic()
         # If it died just now, wait() reports it through the sentinel.

@@ -50,6 +50,8 @@ class Attempt:
     wall_s: float  # as the worker measured it (the driver's hand-off excluded)
     stack_s: float  # of wall_s: starting the stack
     error_kind: str | None
+    prestarted: bool = False  # stack_s is only what outlasted a start begun earlier
+    prestart_s: float = 0.0  # that start's own duration
 
     @property
     def pair_id(self) -> str:
@@ -87,6 +89,8 @@ class Timeline:
                 out.wall_s,
                 out.stack_s,
                 out.error_kind,
+                out.prestarted,
+                out.prestart_s,
             )
         )
 
@@ -134,7 +138,7 @@ def phases(attempts: list[Attempt], slots: int, end_s: float | None = None) -> d
                 "pairs": len(runs),
                 "busy_s": round(busy, 2),
                 "stack_start_s": round(sum(a.stack_s for a in runs), 2),
-                "stacks_started": sum(1 for a in runs if a.stack_s > 0.05),
+                "stacks_started": sum(1 for a in runs if a.stack_s > 0.05 or a.prestarted),
                 "first_at_work_s": round(first.ready_s, 2),
                 "last_done_s": round(max(a.done_s for a in runs), 2),
             }

@@ -12,14 +12,10 @@ from __future__ import annotations
 
 import contextlib
 import copy
-import ctypes
-import os
-import signal
 import time
 from collections import OrderedDict
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
-from types import FrameType
 from typing import Any
 
 from undobench_gym.agents.factory import make_agent
@@ -34,6 +30,7 @@ from undobench_gym.core.catalog import find_workflow
 from undobench_gym.core.deadline import time_limit
 from undobench_gym.core.env import UndoBenchEnv
 from undobench_gym.core.pairing import run_pair
+from undobench_gym.core.runtime import Runtime
 from undobench_gym.harness.executors.base import (
     HARNESS,
     PROVIDER,
@@ -45,8 +42,9 @@ from undobench_gym.harness.executors.base import (
     StackKey,
     TrialTask,
 )
+from undobench_gym.harness.executors.prestart import Prestart, die_with_parent
 
-_PR_SET_PDEATHSIG = 1
+__all__ = ["GuardedAgent", "StackPool", "TrialWorker", "die_with_parent"]
 #: Of a pair's time limit, what each of its two episodes may use before it is truncated.
 EPISODE_SHARE = 0.45
 
@@ -122,8 +120,12 @@ class StackPool:
         self.http_timeout = http_timeout
         self.envs: OrderedDict[StackKey, UndoBenchEnv] = OrderedDict()
 
-    def get(self, key: StackKey) -> UndoBenchEnv:
+    def get(self, key: StackKey, started: Runtime | None = None) -> UndoBenchEnv:
+        """The env for `key`, on `started` (a prestarted runtime of its domain) if it
+        needs a new stack; a `started` runtime it does not use is closed."""
         if key in self.envs:
+            if started is not None:
+                started.close()
             self.envs.move_to_end(key)
             return self.envs[key]
         while len(self.envs) >= self.max_stacks:
@@ -138,6 +140,8 @@ class StackPool:
             http_timeout=self.http_timeout,
         )
         self.envs[key] = env
+        if started is not None:
+            env.adopt_runtime(started)
         return env
 
     def discard(self, key: StackKey) -> None:
@@ -198,6 +202,22 @@ class TrialWorker:
         self.pools: dict[tuple[str, int, float], StackPool] = {}
         self.agents: dict[tuple[str, str | None], Any] = {}
         self.controls = ControlCache()
+        self.prestarts: dict[tuple[str, str], Prestart] = {}  # by (runtime, domain)
+
+    def hold(self, runtime_kind: str, waiting: Prestart) -> None:
+        """Keep a stack being started for the next pair of its domain on `runtime_kind`."""
+        key = (runtime_kind, waiting.runtime.domain)
+        if key in self.prestarts:
+            self.prestarts.pop(key).close()
+        self.prestarts[key] = waiting
+
+    def _prestarted(self, task: TrialTask, out: Outcome) -> Runtime | None:
+        """The pair's stack if one was started for it and started well (noted in `out`)."""
+        waiting = self.prestarts.pop((task.runtime, task.domain), None)
+        early = waiting.take() if waiting is not None else None
+        if waiting is not None and early is not None:
+            out.prestarted, out.prestart_s = True, waiting.took_s
+        return early
 
     def _agent(self, spec: str, framework: str | None) -> Any:
         key = (spec, framework)
@@ -234,7 +254,7 @@ class TrialWorker:
         ran: list[tuple[dict[str, Any], int]] = []  # the control this pair ran, if any
         try:
             started = time.monotonic()
-            env = pool.get(task.stack_key)
+            env = pool.get(task.stack_key, self._prestarted(task, out))
             env.runtime  # noqa: B018 - starts the stack; its own start timeout applies
             out.stack_s = round(time.monotonic() - started, 3)
             with alarm(self.trial_timeout):
@@ -287,26 +307,9 @@ class TrialWorker:
         return out
 
     def close(self) -> None:
+        for waiting in self.prestarts.values():
+            waiting.close()
+        self.prestarts.clear()
         for pool in self.pools.values():
             pool.close()
         self.pools.clear()
-
-
-def die_with_parent(parent_pid: int) -> None:
-    """In a worker process: get SIGTERM when the driver dies (even by SIGKILL), and turn
-    SIGTERM into SystemExit so `finally` blocks close the stacks; ignore Ctrl-C, which the
-    driver handles for the whole sweep."""
-    with contextlib.suppress(Exception):
-        ctypes.CDLL("libc.so.6", use_errno=True).prctl(_PR_SET_PDEATHSIG, signal.SIGTERM)
-    signal.signal(signal.SIGINT, signal.SIG_IGN)
-
-    def stop(_sig: int, _frame: FrameType | None) -> None:
-        # Only the first one counts: the kernel sends the death signal again as each thread
-        # of a SIGKILLed driver exits (seen ~40 ms apart), and a second SystemExit would cut
-        # the stacks' close() short, leaving workdirs and unkilled children behind.
-        signal.signal(signal.SIGTERM, signal.SIG_IGN)
-        raise SystemExit(143)
-
-    signal.signal(signal.SIGTERM, stop)
-    if os.getppid() != parent_pid:  # the driver died before the death signal was armed
-        raise SystemExit(143)
