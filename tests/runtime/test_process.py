@@ -232,12 +232,16 @@ def test_ports_are_chosen_above_the_compose_files_fixed_ports() -> None:
     assert max(fixed) < children._LOWEST_PORT
 
 
-@pytest.mark.parametrize("taken_index", [0, 2], ids=["service-port", "proxy-port"])
+@pytest.mark.parametrize(
+    "taken_index", [0, 2, 3], ids=["service-port", "proxy-port", "control-port"]
+)
 def test_a_port_taken_before_the_child_binds_it_is_chosen_again(
     monkeypatch: pytest.MonkeyPatch, taken_index: int
 ) -> None:
     """The CI failure of stop 22: another process bound the proxy's chosen port between
-    the choice and mitmproxy's bind. The stack must choose again, not fail."""
+    the choice and mitmproxy's bind. The stack must choose again, not fail, and at once:
+    a proxy whose control API could not bind exits (it used to run on without one, and the
+    stack waited out its 30 s readiness timeout before choosing again)."""
     squatter = socket.socket()
     squatter.bind(("127.0.0.1", 0))
     squatter.listen()
@@ -248,7 +252,9 @@ def test_a_port_taken_before_the_child_binds_it_is_chosen_again(
         process, "free_port", lambda: taken if next(calls) == taken_index else real()
     )
     try:
-        with ProcessRuntime("payments") as rt:
+        t0 = time.monotonic()
+        with ProcessRuntime("payments") as rt:  # starts the stack
+            assert time.monotonic() - t0 < children.READY_TIMEOUT_S / 2, "waited for a timeout"
             ep = rt.start()
             assert str(taken) not in ep.agent_url + ep.control_url
             health = httpx.get(f"{ep.admin_urls['payments']}/admin/health", headers=ep.auth)

@@ -7,6 +7,7 @@ answers only the stack's token (`undobench_gym.contract.stack_auth`, from the pr
 
 from __future__ import annotations
 
+import os
 import threading
 from typing import Any
 
@@ -70,6 +71,10 @@ def create_control_app(state: EpisodeState, token: str | None = None) -> FastAPI
     return app
 
 
+#: The proxy's exit status when its control API could not start.
+CONTROL_FAILED_EXIT = 3
+
+
 class ControlServer:
     def __init__(self, state: EpisodeState = STATE) -> None:
         self.state = state
@@ -97,10 +102,21 @@ class ControlServer:
             lifespan="off",
         )
         self.server = QuietServer(config)
-        self.thread = threading.Thread(
-            target=self.server.run, name="undobench-control", daemon=True
-        )
+        self.thread = threading.Thread(target=self._serve, name="undobench-control", daemon=True)
         self.thread.start()
+
+    def _serve(self) -> None:
+        server = self.server
+        assert server is not None
+        try:
+            server.run()
+        finally:
+            if not server.started and not server.should_exit:
+                # uvicorn logged why (its port bound by another process first: errno 98)
+                # and ended only this thread. A proxy without its control API serves no
+                # episode: exit now, so that the runtime chooses other ports at once
+                # instead of waiting out its readiness timeout (30 s, seen in a sweep).
+                os._exit(CONTROL_FAILED_EXIT)
 
     def done(self) -> None:
         if self.server is not None:
