@@ -299,6 +299,11 @@ def test_a_worker_node_killed_mid_sweep_loses_nothing(cluster: Cluster, tmp_path
     [loss] = ex.node_losses
     assert loss.node == at["node"] and at["pair"] in loss.pairs
     assert ex.interrupted == len(loss.pairs) and ex.replaced >= 1
+    # ... and the session in run_meta.json says so
+    meta = json.loads((tmp_path / "ray" / "run_meta.json").read_text())
+    [recorded] = meta["sessions"][-1]["node_losses"]
+    assert recorded["node"] == loss.node and recorded["pairs_rerun"] == sorted(loss.pairs)
+    assert recorded["actors"] >= 1 and recorded["declared_after_s"] >= 0
     timeline = _timeline(tmp_path / "ray")
     last: dict[str, dict[str, Any]] = {}
     for pair in loss.pairs:
@@ -404,3 +409,4 @@ def test_an_actor_that_dies_on_a_live_node_is_a_failed_attempt(
     assert [f["kind"] for f in t["infra_errors"]] == ["worker_died"]
     assert t["attempts"] == 2 and t["control"]["success"] and t["control"]["error"] is None
     assert ex.node_losses == [] and ex.interrupted == 0 and ex.replaced == 1
+    assert "node_losses" not in json.loads((tmp_path / "run_meta.json").read_text())["sessions"][-1]

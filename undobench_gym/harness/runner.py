@@ -283,6 +283,7 @@ def run_sweep(
                 model_servers=served.servers,
             )
             written = replaced = 0
+            lost_nodes: list[dict[str, Any]] = []
             cpu0 = cpu_seconds()
             timeline: Timeline | None = None
             try:
@@ -310,6 +311,8 @@ def run_sweep(
                             written = _drive(ex, todo, writer, retry, info, bar, on_trial, timeline)
                     finally:
                         replaced = int(getattr(ex, "replaced", 0))
+                        record_losses = getattr(ex, "node_losses_record", None)  # Ray's
+                        lost_nodes = record_losses() if callable(record_losses) else []
                         if owned:
                             ex.close()
             finally:
@@ -319,7 +322,13 @@ def run_sweep(
                     timeline.write(out)
                     # The workers and their services were reaped at close: their CPU is in.
                     usage = {"phases": timeline.phases(), "cpu_s": cpu_seconds() - cpu0}
-                meta.finish(written=written, replaced=replaced, trials=recorded, **usage)
+                meta.finish(
+                    written=written,
+                    replaced=replaced,
+                    trials=recorded,
+                    node_losses=lost_nodes,
+                    **usage,
+                )
     if not report:
         return {}
     from undobench_gym.evaluation.report import write_reports  # the eval extra: checked above

@@ -104,9 +104,12 @@ class RunMeta:
         trials: list[dict[str, Any]],
         phases: dict[str, Any] | None = None,
         cpu_s: float | None = None,
+        node_losses: list[dict[str, Any]] | None = None,
     ) -> None:
         """`phases`: start-up, steady state and tail (`executors.timeline`); `cpu_s`: the
-        CPU time of the driver and everything it started, for CPU per pair and cores busy."""
+        CPU time of the driver and everything it started, for CPU per pair and cores busy;
+        `node_losses`: the cluster nodes that died during the session and what they took
+        (`ray_actors.NodeLoss`)."""
         session = self.data["sessions"][-1]
         wall = time.monotonic() - self._t0
         session.update(
@@ -124,6 +127,8 @@ class RunMeta:
             )
         if phases:
             session["phases"] = phases
+        if node_losses:
+            session["node_losses"] = node_losses
         self.data["counts"] = retry_counts(trials)
         _write_atomic(self.path, self.data)
 

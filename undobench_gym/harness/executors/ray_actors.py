@@ -493,6 +493,19 @@ class RayExecutor:
         loss.actors += sum(1 for s in self._slots if s.lost and s.lost.node == node)
         self.node_losses.append(loss)
 
+    def node_losses_record(self) -> list[dict[str, Any]]:
+        """The nodes lost so far, for `run_meta.json`: which, how long Ray took to declare
+        each dead after its first actor stopped answering, and the pairs and actors it took."""
+        return [
+            {
+                "node": loss.node,
+                "declared_after_s": round(loss.declared - loss.first_error, 1),
+                "pairs_rerun": sorted(loss.pairs),
+                "actors": loss.actors,
+            }
+            for loss in self.node_losses
+        ]
+
     def _enforce_deadlines(self, outcomes: list[Outcome]) -> None:
         now = time.monotonic()
         for s in self._slots:
