@@ -128,6 +128,9 @@ def test_sigint_or_sigterm_keeps_recorded_trials_and_resume_completes(
     assert not any(d.exists() for d in workdirs(children)), "a stack's workdir was left behind"
     kept = len(check_file(tmp_path, complete=False))
     assert 3 <= kept < planned()
+    # the stopped session's run_meta says what it wrote, though `_drive` never returned
+    session = json.loads((tmp_path / "run_meta.json").read_text())["sessions"][-1]
+    assert session["written"] == kept and session["finished"]
     resume(tmp_path, workers)
     figures.add(
         "harness_faults",

@@ -265,6 +265,7 @@ def run_sweep(
         )
         with TrialWriter(trials_path) as writer:
             todo = [t for t in tasks if t.pair_id not in writer.done]
+            recorded_before = len(writer.done)
             meta = RunMeta(out, retry, trial_timeout=trial_timeout)
             name = executor if isinstance(executor, str) else executor.name
             if isinstance(executor, str):
@@ -317,6 +318,9 @@ def run_sweep(
                             ex.close()
             finally:
                 recorded = read_trials(trials_path)  # the report reuses them (1.5 s to read)
+                # A session stopped by a signal never returns from `_drive`: count its pairs
+                # from the file, so that run_meta says what it wrote.
+                written = max(written, len(recorded) - recorded_before)
                 usage: dict[str, Any] = {}
                 if timeline is not None:
                     timeline.write(out)
