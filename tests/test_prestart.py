@@ -5,6 +5,8 @@ left running whichever way the worker ends."""
 
 from __future__ import annotations
 
+import threading
+import time
 from pathlib import Path
 
 import pytest
@@ -13,6 +15,7 @@ from undobench_gym.contract.errors import StackStartError
 from undobench_gym.core.env import UndoBenchEnv
 from undobench_gym.core.runtime import make_runtime
 from undobench_gym.core.runtime.process import ProcessRuntime
+from undobench_gym.harness.executors import prestart
 from undobench_gym.harness.executors.base import TrialTask
 from undobench_gym.harness.executors.prestart import Prestart
 from undobench_gym.harness.executors.worker import TrialWorker
@@ -101,3 +104,31 @@ def test_an_env_adopts_only_a_stack_of_its_own_domain() -> None:
             env.adopt_runtime(make_runtime("process", "storage"))
     finally:
         env.close()
+
+
+class NeverStarts(ProcessRuntime):
+    """A start that never ends: what a start thread waiting on an import lock that an
+    interrupted main thread left held looks like from outside."""
+
+    release = threading.Event()
+
+    def start(self):  # type: ignore[no-untyped-def]
+        self.release.wait()
+        raise StackStartError("released")
+
+
+def test_closing_does_not_wait_forever_for_a_start_that_hangs(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    monkeypatch.setattr(prestart, "CLOSE_JOIN_S", 0.5)
+    worker = TrialWorker("w", max_stacks=2, trial_timeout=120)
+    waiting = Prestart(NeverStarts("payments"))
+    worker.hold("process", waiting)
+    try:
+        t0 = time.monotonic()
+        worker.close()
+        assert time.monotonic() - t0 < 5, "close() waited for the hung start"
+        assert waiting.thread.is_alive()
+    finally:
+        NeverStarts.release.set()
+        waiting.thread.join(5)

@@ -21,6 +21,8 @@ if TYPE_CHECKING:
     from undobench_gym.core.runtime import Runtime
 
 _PR_SET_PDEATHSIG = 1
+#: How long closing waits for a stack's start still under way (one takes 1-3 s).
+CLOSE_JOIN_S = 10.0
 
 
 class Prestart:
@@ -55,7 +57,14 @@ class Prestart:
         return None
 
     def close(self) -> None:
-        self.thread.join()
+        """Stop the stack, unless its start does not end within `CLOSE_JOIN_S`: then leave
+        it to the process's exit (its children die with the spawner thread, and the next
+        runtime removes the workdir). Seen: SIGTERM landed while the main thread held the
+        import lock, the exception left it held, and the start, importing a module,
+        waited for it forever, and so did an unbounded join here: an orphaned worker."""
+        self.thread.join(CLOSE_JOIN_S)
+        if self.thread.is_alive():
+            return
         with contextlib.suppress(Exception):
             self.runtime.close()
 
