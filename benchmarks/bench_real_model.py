@@ -135,24 +135,19 @@ def _print(result: dict[str, Any]) -> None:
         print(f"  {key:<{width}}  {value}")
 
 
+def _lost_ack_flags(workflows: str, seeds: str, *, framework: str, workers: int) -> list[str]:
+    """`undobench run` flags for the comparisons: the workflows at a lost acknowledgement,
+    bare, 8 steps."""
+    return [
+        *("--workflows", workflows, "--scenarios", "lost-ack", "--method", "bare"),
+        *("--seeds", seeds, "--framework", framework, "--max-steps", "8"),
+        *("--workers", str(workers)),
+    ]
+
+
 def servers(args: argparse.Namespace) -> None:
     """The same pairs against each server kind; each sweep owns its server (local:)."""
-    flags = [
-        "--workflows",
-        args.workflows,
-        "--scenarios",
-        "lost-ack",
-        "--method",
-        "bare",
-        "--seeds",
-        args.seeds,
-        "--framework",
-        "F1",
-        "--max-steps",
-        "8",
-        "--workers",
-        "1",
-    ]
+    flags = _lost_ack_flags(args.workflows, args.seeds, framework="F1", workers=1)
     results = {}
     for kind in ("llama-server", "llama-cpp-python"):
         out = Path(args.out) / kind
@@ -189,23 +184,8 @@ def _actions(run: Path) -> dict[tuple[str, str], list[Any]]:
 
 def speculative(args: argparse.Namespace) -> None:
     """The same pairs once per speculative setting; each sweep owns its server."""
-    flags = [
-        "--workflows",
-        args.workflows,
-        "--scenarios",
-        "lost-ack",
-        "--method",
-        "bare",
-        "--seeds",
-        args.seeds,
-        "--framework",
-        "F1,F2",
-        "--max-steps",
-        "8",
-        "--workers",
-        "2",
-        "--own-controls",
-    ]
+    flags = _lost_ack_flags(args.workflows, args.seeds, framework="F1,F2", workers=2)
+    flags.append("--own-controls")
     settings = args.settings.split(";")
     results, actions = {}, {}
     for setting in settings:
