@@ -350,6 +350,24 @@ def test_text_tool_call_parsing() -> None:
     assert parse_text_tool_calls("just words {not json}") == ("just words {not json}", [])
 
 
+def test_a_call_with_the_templates_doubled_braces_is_read() -> None:
+    """Qwen2.5's template prints the call format as `{{"name": ..., "arguments": ...}}`;
+    its models copy both braces or only the opening pair (seen in the real-model study:
+    20 finish calls lost that way, each ending its episode as 'escalated')."""
+    want = [("finish", {"status": "done", "summary": "ok"})]
+    for text in (
+        '{{"name": "finish", "arguments": {"status": "done", "summary": "ok"}}}',
+        '{{"name": "finish", "arguments": {"status": "done", "summary": "ok"}}',
+        '<tool_call>\n{{"name": "finish", "arguments": {"status": "done", "summary": "ok"}}'
+        "\n</tool_call>",
+    ):
+        content, calls = parse_text_tool_calls(text)
+        assert [(c.name, json.loads(c.arguments)) for c in calls] == want, text
+        assert content == ""
+    # Not a call: a stray brace before words stays text.
+    assert parse_text_tool_calls("{{ not a call }}")[1] == []
+
+
 # ---- local backends ---------------------------------------------------------------------
 
 

@@ -105,9 +105,10 @@ def parse_text_tool_calls(text: str) -> tuple[str, list[TextToolCall]]:
                 calls.append(call)
         return text[: text.find("<tool_call>")].strip(), calls
     stripped = _FENCE.sub("", text).strip()
-    if stripped.startswith("{"):
-        found = balanced_object(stripped)
-        if found is not None and not stripped[found[1] :].strip():
+    # Qwen2.5 also copies only the template's opening `{{`: one stray brace, then the call.
+    for body in (stripped, stripped[1:] if stripped.startswith("{{") else ""):
+        found = balanced_object(body) if body.startswith("{") else None
+        if found is not None and not body[found[1] :].strip():
             call = _as_call(_loads_call(found[0]))
             if call is not None:
                 return "", [call]
@@ -118,7 +119,12 @@ def _loads_call(body: str) -> Any:
     """A call object, also when written with doubled outer braces: Qwen2.5's own chat
     template shows the format as `{{"name": ..., "arguments": ...}}` (Jinja-escaped braces
     printed literally), and its models copy them."""
-    for candidate in (body, body[1:-1] if body.startswith("{{") and body.endswith("}}") else ""):
+    doubled = body.startswith("{{")
+    for candidate in (
+        body,
+        body[1:-1] if doubled and body.endswith("}}") else "",
+        body[1:] if doubled else "",
+    ):
         if not candidate:
             continue
         try:
