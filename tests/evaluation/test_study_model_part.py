@@ -7,10 +7,11 @@ from pathlib import Path
 
 import pytest
 
-from undobench_gym.evaluation.study import model_part
+from undobench_gym.contract.errors import UndoBenchError
+from undobench_gym.evaluation.study import model_part, reaction
 from undobench_gym.evaluation.study.spec import Part
 
-from .factories import trial
+from .factories import episode, trial
 
 
 def _pairs(workflows: int) -> list[dict]:
@@ -79,3 +80,82 @@ def test_a_part_runs_with_its_llm_and_server_settings(tmp_path: Path) -> None:
     assert part.out(tmp_path, tmp_path / "runs") == tmp_path / "runs" / "qwen"
     plain = Part(name="p", sweep="p.toml", role="scripted", title="t")
     assert plain.out(tmp_path, tmp_path / "r") == tmp_path / "r" / "p"
+
+
+# ---- what the model did after the error, and the part's notes ------------------------
+
+LEAD = {"lead_id": "lead_1", "amount": 100, "opportunity_name": "o"}
+ERROR = {"error": {"kind": "connection_reset", "type": "transport"}, "tool": "convert_lead"}
+
+
+def _bare_fault(next_steps: list[dict], wire_after: list[dict], method: str = "bare") -> dict:
+    """A crm lost-ack pair: the model's convert_lead dropped its answer; then `next_steps`."""
+    steps = [
+        {"step": 1, "action": {"tool": "convert_lead", "arguments": LEAD}, "observation": ERROR}
+    ]
+    steps += [{"step": i + 2, **s} for i, s in enumerate(next_steps)]
+    fault = episode(False, transcript=steps)
+    fault["fault"] = {"index": 1, "tool": "convert_lead", "visible_error": "connection_reset"}
+    first = {"index": 1, "tool": "convert_lead", "read_only": False, "forwarded": True}
+    fault["wire"] = [first, *wire_after]
+    return trial(True, fault, workflow="crm-convert-lead", domain="crm", method=method)
+
+
+def _call(tool: str, **arguments: object) -> dict:
+    return {"action": {"tool": tool, "arguments": arguments}, "observation": {"status": 200}}
+
+
+def test_the_models_next_action_after_the_error_is_classified_by_public_annotations() -> None:
+    gave_up = _bare_fault([_call("finish", status="gave_up")], [])
+    retried = _bare_fault(
+        [_call("convert_lead", **LEAD), _call("finish", status="done")],
+        [{"index": 2, "tool": "convert_lead", "forwarded": True}],
+    )
+    resumed = _bare_fault([_call("resume_lead_conversion", lead_id="lead_1")], [])
+    read = _bare_fault([_call("get_lead", lead_id="lead_1")], [])
+    undone = _bare_fault([_call("unenroll_contact", contact_id="c")], [])
+    assert reaction.reaction(gave_up) == ("gave_up", False)
+    assert reaction.reaction(retried) == ("same call", True)
+    assert reaction.reaction(resumed) == ("resume", False)
+    assert reaction.reaction(read) == ("read", False)
+    assert reaction.reaction(undone) == ("undo", False)
+    assert reaction.reaction(_bare_fault([], [])) == ("nothing", False)
+    # A wrapper's episodes are not the model's own reaction; nor is a failed control's.
+    assert reaction.reaction(_bare_fault([], [], method="B0")) is None
+    failed_control = _bare_fault([], [])
+    failed_control["control"] = episode(False)
+    assert reaction.reaction(failed_control) is None
+    table = reaction.table([gave_up, retried, resumed])
+    assert table[-1].startswith("| all | 3 | 1 | 0 | 1 |") and table[-1].endswith("| 1 |")
+
+
+def test_the_notes_take_their_figures_from_the_pairs_and_refuse_unknown_names() -> None:
+    pairs = _pairs(6)
+    crsr = model_part.rate(pairs, "crsr", condition=True)["value"]
+    text = model_part.fill_notes(
+        "{{crsr:all}} {{crsr:F1}} {{count:scored}} {{count:seeds}} {{gap:all}} {{crsr:bare+F2}}",
+        pairs,
+    )
+    f1 = model_part.rate([p for p in pairs if p["framework"] == "F1"], "crsr", True)["value"]
+    both = [p for p in pairs if p["framework"] == "F2"]
+    want = [
+        f"{crsr:.3f}",
+        f"{f1:.3f}",
+        "24",
+        "4",
+        f"{model_part.gap(pairs)['value']:.3f}",
+        f"{model_part.rate(both, 'crsr', True)['value']:.3f}",
+    ]
+    assert text.split() == want
+    for bad in ("{{crsr:B9}}", "{{count:nonsense}}", "{{speed:all}}"):
+        with pytest.raises(UndoBenchError):
+            model_part.fill_notes(bad, pairs)
+
+
+def test_a_finish_the_old_reader_missed_is_counted_by_its_meant_status() -> None:
+    written = '{{"name": "finish", "arguments": {"status": "done", "summary": "ok"}}'
+    fault = episode(True, finish_status="escalated")
+    fault["transcript"] = [_call("finish", status="escalated", summary=written)]
+    pair = trial(True, fault)
+    c = model_part.counts([pair, trial(True, True)])
+    assert c["escalated_on_text"] == 1 and c["aware_lost_to_reader"] == 1

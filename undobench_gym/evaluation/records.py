@@ -102,6 +102,50 @@ def writer_calls(episode: EpisodeRecord) -> list[WriterCall] | None:
     return [WriterCall.model_validate(w) for w in episode.writer]
 
 
+class Step(_View):
+    """One step of an episode's transcript (`EpisodeRecord.transcript`)."""
+
+    #: the call the agent made (`tool`, `arguments`); a malformed action is kept as written
+    action: dict[str, Any] = {}
+    observation: Any = None
+
+
+class WireCall(_View):
+    """One call the fault proxy saw (`EpisodeRecord.wire`)."""
+
+    index: int
+    tool: str | None = None
+    read_only: bool = False
+    forwarded: bool = True
+    status: int | None = None
+
+
+class Injected(_View):
+    """The fault the proxy injected (`EpisodeRecord.fault`)."""
+
+    index: int
+    tool: str | None = None
+    #: what the agent saw (`http_503`, `connection_reset`); None: nothing (a worker crash)
+    visible_error: str | None = None
+
+
+def steps(episode: EpisodeRecord) -> list[Step]:
+    return [
+        Step.model_validate(s if isinstance(s.get("action"), dict) else {**s, "action": {}})
+        for s in episode.transcript or []
+    ]
+
+
+def wire_calls(episode: EpisodeRecord) -> list[WireCall]:
+    return [WireCall.model_validate(w) for w in episode.wire or []]
+
+
+def injected(episode: EpisodeRecord) -> Injected | None:
+    """The injected fault; None where none was (control episodes, a fault not reached)."""
+    fault = episode.fault
+    return None if fault is None or "index" not in fault else Injected.model_validate(fault)
+
+
 class InfraError(_View):
     """One failed attempt of a pair (`PairRecord.infra_errors`, written by the runner)."""
 

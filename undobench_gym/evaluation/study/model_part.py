@@ -11,18 +11,30 @@ over pairs, marked as such. The paper's headline beside it comes from the refere
 
 from __future__ import annotations
 
+import json
+import re
+from collections import Counter
 from collections.abc import Iterable, Sequence
 from typing import Any
 
 import numpy as np
 
+from undobench_gym.agents.llm.parsing import parse_text_tool_calls
+from undobench_gym.contract.errors import UndoBenchError
+from undobench_gym.core.schema import EpisodeRecord
 from undobench_gym.evaluation.indicators import Pair, control_ok, exclusion, is_infra_error
 from undobench_gym.evaluation.metrics import BOOTSTRAP_RESAMPLES, BOOTSTRAP_SEED, rate
 from undobench_gym.evaluation.records import PairLike, as_records, field_of
 from undobench_gym.evaluation.stats import MIN_CLUSTERS, cluster_bootstrap, ratio_diff, wilson
+from undobench_gym.evaluation.study import reaction
 from undobench_gym.evaluation.study.tables import ci, num
 
 RECOVERY = ("control_rate", "crsr", "crsr_aware", "der", "uer")
+#: A part's notes name its figures: `{{crsr:B6}}` (a value), `{{crsr_ci:all}}` (value and
+#: interval, as in the tables), `{{gap:POST_MUTATION_PRE_ACK}}`, `{{crsr:bare+PRE_MUTATION}}`
+#: (the pairs in both groups), `{{count:scored}}`.
+NOTE_FIGURE = re.compile(r"\{\{\s*([a-z_]+):([A-Za-z0-9_+-]+)\s*\}\}")
+GROUPS = ("method", "boundary", "framework")
 
 
 def scored(p: PairLike) -> bool:
@@ -229,6 +241,102 @@ def section(
             "",
             *beside_scripted(pairs, scripted, methods, paper),
         ]
+    lines += [
+        "",
+        f"### What the model did by itself after the error (`{reaction.METHOD}`)",
+        "",
+        "The fault episodes under `bare` that count in CRSR and showed the model an error: "
+        "its next action (a read, a resume or an undo by the tools' public annotations), "
+        "and whether it sent the failed call again at any point.",
+        "",
+        *reaction.table(pairs),
+    ]
     if notes:
-        lines += ["", notes.strip()]
+        lines += ["", fill_notes(notes, pairs).strip()]
     return lines
+
+
+def _unread_finish(ep: EpisodeRecord) -> str | None:
+    """The status of a `finish` call the agent wrote as text but an earlier build's reader
+    missed, so that the agent escalated after its text replies (the summary holds the
+    reply); None where the episode did not end that way."""
+    last = (ep.transcript or [{}])[-1]
+    action = last.get("action") if isinstance(last, dict) else None
+    if not isinstance(action, dict) or action.get("tool") != "finish":
+        return None
+    args = action.get("arguments") or {}
+    if args.get("status") != "escalated":
+        return None
+    _, calls = parse_text_tool_calls(str(args.get("summary") or ""))
+    for call in calls:
+        if call.name == "finish":
+            try:
+                status = json.loads(call.arguments).get("status")
+            except (ValueError, AttributeError):
+                status = None
+            return str(status)
+    return None
+
+
+def counts(pairs: Sequence[PairLike]) -> Counter[str]:
+    """The part's counts its notes may name (`{{count:NAME}}`)."""
+    valid = [p for p in as_records(pairs) if not is_infra_error(p)]
+    c: Counter[str] = Counter(
+        pairs=len(valid),
+        scored=sum(scored(p) for p in valid),
+        control_successes=sum(control_ok(p) for p in valid),
+        workflows=len({p.workflow for p in valid}),
+        seeds=len({p.seed for p in valid}),
+        escalated_on_text=sum(
+            _unread_finish(ep) is not None for p in valid for ep in (p.control, p.fault)
+        ),
+        # counted in CRSR, recovered, and meant as done: crsr_aware's loss to the reader
+        aware_lost_to_reader=sum(
+            scored(p) and control_ok(p) and p.fault.success and _unread_finish(p.fault) == "done"
+            for p in valid
+        ),
+    )
+    for p in valid:
+        why = exclusion(p)
+        if why is not None:
+            c[why] += 1
+    for kind, n in reaction.counts(valid).get("all", Counter()).items():
+        c[f"bare_{kind.replace(' ', '_')}"] = n
+    return c
+
+
+def fill_notes(text: str, pairs: Sequence[PairLike]) -> str:
+    """The part's notes with their figures filled in from its pairs, so that the prose
+    cannot drift from the data as the part grows; an unknown name is an error."""
+    valid = [p for p in as_records(pairs) if not is_infra_error(p)]
+    known = counts(valid)
+
+    def one(name: str) -> set[int]:
+        if name == "all":
+            return set(range(len(valid)))
+        for key in GROUPS:
+            factor = field_of(key)
+            cell = {i for i, p in enumerate(valid) if str(factor(p)) == name}
+            if cell:
+                return cell
+        raise UndoBenchError(f"notes: no method, boundary or framework {name!r}")
+
+    def group(names: str) -> list[Pair]:
+        chosen = set.intersection(*(one(n) for n in names.split("+")))
+        return [valid[i] for i in sorted(chosen)]
+
+    def value(m: re.Match[str]) -> str:
+        what, name = m.group(1), m.group(2)
+        if what == "count":
+            if name not in known and not name.startswith("bare_"):
+                raise UndoBenchError(f"notes: no count {m.group(0)}")
+            return str(known[name])
+        metric, with_ci = (what[:-3], True) if what.endswith("_ci") else (what, False)
+        cell = group(name)
+        if metric == "gap":
+            return _gap_text(cell) if with_ci else num(gap(cell)["value"])
+        if metric not in RECOVERY:
+            raise UndoBenchError(f"notes: no figure {m.group(0)}")
+        return _rate(cell, metric) if with_ci else num(rate(cell, metric, condition=True)["value"])
+
+    return NOTE_FIGURE.sub(value, text)
