@@ -28,8 +28,21 @@ def main() -> int:
             f"{b.get('completion_tokens')} tokens out in {b.get('requests')} requests, "
             f"median {b['seconds_per_pair_median']} s a pair"
         )
-        if len(trials) != args.expect or infra:
-            print(f"{run.name}: expected {args.expect} pairs and no infrastructure error")
+        records = [json.loads(t) for t in trials]
+        replayed = sum((r.get("agent_stats") or {}).get("replayed_replies", 0) for r in records)
+        # With replay on, the fault episode takes the control's replies until the fault
+        # shows: a pair that parted before it is a harness defect, not the model's noise.
+        parted = [
+            r["pair_id"]
+            for r in records
+            if (r.get("agent_config") or {}).get("replay") and r.get("prefix_equivalent") is False
+        ]
+        print(f"{run.name}: {replayed} replies replayed; pairs parted before the fault: {parted}")
+        if len(trials) != args.expect or infra or parted:
+            print(
+                f"{run.name}: expected {args.expect} pairs, no infrastructure error and no "
+                "pair parted before its fault"
+            )
             ok = False
     return 0 if ok else 1
 

@@ -7,6 +7,7 @@ import importlib.util
 import json
 import os
 from collections.abc import Iterator
+from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
@@ -21,7 +22,15 @@ from undobench_gym.contract.seeding import stable_id
 from undobench_gym.core.catalog import find_workflow
 from undobench_gym.core.pairing import run_episode, run_pair
 
-from ..doubles.fake_llm_server import REFUSAL, failing, gold_plan, malformed, multi_call, refusing
+from ..doubles.fake_llm_server import (
+    REFUSAL,
+    drifting,
+    failing,
+    gold_plan,
+    malformed,
+    multi_call,
+    refusing,
+)
 from .conftest import plan_lookup, require
 
 WF = find_workflow("pay-charge-customer")
@@ -84,11 +93,15 @@ def test_paired_run_follows_the_plan(fake_server: Any, env_for: Any, framework: 
     assert wire_tools(record["control"]) == GOLD_TOOLS
     # The lost acknowledgement ends the fake's attempt: no second create_charge.
     assert wire_tools(record["fault"]) == GOLD_TOOLS
-    # Seeded sampling: turn k of both episodes carries the same seed.
+    # Seeded sampling: turn k of both episodes carries the same seed. The fault episode's
+    # turns before the fault are the control's replies, replayed: not sent again.
     seeds = [r["seed"] for r in fake_server.requests]
-    n = len(seeds) // 2
+    n, m = len(record["control"]["transcript"]), len(record["fault"]["transcript"])
+    replayed = agent.stats["replayed_replies"]
+    assert replayed == 2  # the read and the charge the fault hit
     task_instance = stable_id("task", 1, WF.id)  # what the env hands both episodes
-    assert seeds[:n] == seeds[n:] == [turn_seed(task_instance, t) for t in range(n)]
+    assert seeds[:n] == [turn_seed(task_instance, t) for t in range(n)]
+    assert seeds[n:] == [turn_seed(task_instance, t) for t in range(replayed, m)]
     assert all(
         r["temperature"] == 0.0 and r["max_tokens"] == FAST.max_tokens for r in fake_server.requests
     )
@@ -284,6 +297,60 @@ def test_a_model_agent_shares_a_control_across_scenarios(
         assert t["control"]["success"] is True
         assert t["control"]["transcript"] == own[scenario]["control"]["transcript"]
         assert t["fault"]["transcript"] == own[scenario]["fault"]["transcript"]
+
+
+@pytest.mark.parametrize("framework", ["F1", "F2"])
+def test_the_fault_episode_replays_the_controls_replies_until_the_fault(
+    fake_server: Any, env_for: Any, framework: str
+) -> None:
+    """A server that answers a repeated request otherwise (as a batching one may) parts a
+    pair's episodes before the fault unless the fault episode takes the control's replies
+    for the requests it sends unchanged; after the fault its requests are new."""
+    fake_server.policy = drifting(gold())
+    record = pair(env_for, agent_for(fake_server, framework))
+    assert record["prefix_equivalent"] is True and record["fault"]["fault_fired"] is True
+    assert fake_server.policy.repeats == 0
+    # the control's first two turns (read, charge) are replayed, not sent again
+    sent = len(fake_server.requests)
+    assert sent == len(record["control"]["transcript"]) + len(record["fault"]["transcript"]) - 2
+
+    fake_server.policy = drifting(gold())
+    resampled = pair(env_for, agent_for(fake_server, framework, replace(FAST, replay=0)))
+    assert resampled["prefix_equivalent"] is False
+    assert resampled["fault"]["fault_fired"] is False  # it gave up before the charge
+    assert fake_server.policy.repeats == 1
+
+
+def test_a_fault_episode_never_records_replies_for_another() -> None:
+    """Only the control episode's replies are kept: what one fault episode was told after
+    its fault must not answer another scenario's fault episode."""
+    from undobench_gym.agents.llm.backends import Reply, Request
+
+    class Counting:
+        kind, model = "test", "counting"
+
+        def __init__(self) -> None:
+            self.n = 0
+
+        def complete(self, request: Request) -> Reply:
+            self.n += 1
+            return Reply(f"reply {self.n}")
+
+    backend = Counting()
+    agent = make_agent("openai:fake@http://127.0.0.1:9/v1", "F1", FAST)
+    agent.backend = backend
+    agent.reset_task({"task": "t", "tools": [], "task_instance": "x"})
+    memo: dict[str, Any] = {}
+    agent.use_replies(memo, record=True)
+    first = agent.complete(tools=None)
+    agent.reset_task({"task": "t", "tools": [], "task_instance": "x"})
+    agent.use_replies(memo, record=False)
+    assert agent.complete(tools=None).content == first.content == "reply 1"
+    assert agent.complete(tools=None).content == "reply 2"  # a new request: sampled
+    agent.reset_task({"task": "t", "tools": [], "task_instance": "x"})
+    agent.complete(tools=None)
+    assert agent.complete(tools=None).content == "reply 3"  # not reply 2: never recorded
+    assert len(memo) == 1 and agent.stats["replayed_replies"] == 2
 
 
 # ---- specs, config, parsing (no server) ---------------------------------------------

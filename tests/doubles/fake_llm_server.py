@@ -176,6 +176,27 @@ def multi_call(inner: Policy) -> Policy:
     return policy
 
 
+class drifting:  # lower case: used like the other policy wrappers
+    """A server whose sampling is not reproducible, as a batching one's is not: the second
+    time it gets the very same request it answers otherwise, with a finish that gives up
+    (so an episode that asks again parts from the first before any fault). Stateful on
+    purpose; `repeats` counts the requests it answered otherwise."""
+
+    def __init__(self, inner: Policy) -> None:
+        self.inner, self.seen, self.repeats = inner, set(), 0  # type: ignore[var-annotated]
+        self._lock = threading.Lock()
+
+    def __call__(self, body: dict[str, Any]) -> FakeReply:
+        key = _digest(body.get("messages"), body.get("tools"), body.get("seed"))
+        with self._lock:
+            again = key in self.seen
+            self.seen.add(key)
+            self.repeats += again
+        if again:
+            return call(body, "finish", {"status": "gave_up", "summary": "changed my mind"})
+        return self.inner(body)
+
+
 class failing:  # lower case: used like the other policy wrappers
     """Answer the listed requests (0-based, counted by this wrapper) with HTTP `status`, or
     delay them by `delay_s` when status is 200 (for client timeouts). Stateful on purpose."""

@@ -159,3 +159,15 @@ def test_a_finish_the_old_reader_missed_is_counted_by_its_meant_status() -> None
     pair = trial(True, fault)
     c = model_part.counts([pair, trial(True, True)])
     assert c["escalated_on_text"] == 1 and c["aware_lost_to_reader"] == 1
+
+
+def test_a_part_run_partly_before_replay_shows_both_builds() -> None:
+    pairs = _pairs(5)
+    for p in pairs[:8]:
+        p["agent_config"] = {"replay": 1}
+    text = "\n".join(model_part.section("t", pairs, None, ""))
+    assert "### By harness build" in text
+    assert "| replayed | 8 |" in text and "| sampled again | 12 |" in text
+    for p in pairs:
+        p["agent_config"] = {"replay": 1}
+    assert "### By harness build" not in "\n".join(model_part.section("t", pairs, None, ""))

@@ -142,22 +142,36 @@ def run_pair(
     episode_time_limit: float | None = None,
     control: dict[str, Any] | None = None,
     on_control: Callable[[dict[str, Any]], None] | None = None,
+    replies: dict[str, Any] | None = None,
 ) -> dict[str, Any]:
     """`control`: this seed's control episode as another pair of the same workflow, method
     and agent recorded it; only for a deterministic agent, whose control episode does not
     depend on the scenario (nothing of it reaches the env before the fault episode's
-    reset). `on_control` gets the control episode this pair ran itself."""
+    reset). `on_control` gets the control episode this pair ran itself. `replies`: the
+    model replies of that control episode (an agent with `use_replies`, as the LLM agents
+    have, records them while this pair runs its own control); the fault episode takes them
+    for the requests it sends unchanged."""
     t0 = time.monotonic()
     limit = episode_time_limit
-    if control is None:
-        control = run_episode(
-            env, agent, seed=seed, workflow=workflow.id, fault=None, time_limit=limit
+    use_replies = getattr(agent, "use_replies", None)
+    memo: dict[str, Any] = {} if replies is None else replies
+    try:
+        if control is None:
+            if callable(use_replies):
+                use_replies(memo, record=True)
+            control = run_episode(
+                env, agent, seed=seed, workflow=workflow.id, fault=None, time_limit=limit
+            )
+            if on_control is not None:
+                on_control(control)
+        if callable(use_replies):
+            use_replies(memo, record=False)
+        faulted = run_episode(
+            env, agent, seed=seed, workflow=workflow.id, fault=scenario.id, time_limit=limit
         )
-        if on_control is not None:
-            on_control(control)
-    faulted = run_episode(
-        env, agent, seed=seed, workflow=workflow.id, fault=scenario.id, time_limit=limit
-    )
+    finally:
+        if callable(use_replies):
+            use_replies(None)
     return {
         "pair_id": pair_id(workflow.id, scenario.id, method, seed, agent.name),
         "workflow": workflow.id,

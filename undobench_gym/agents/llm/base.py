@@ -4,6 +4,8 @@ checkpoint/restore of the conversation (for POST_ACK_PRE_CHECKPOINT)."""
 from __future__ import annotations
 
 import copy
+import hashlib
+import json
 import os
 import re
 import time
@@ -38,6 +40,7 @@ RECORDED = (
     "tool_choice",
     "tool_results",
     "text_tool_calls",
+    "replay",
 )
 
 
@@ -71,6 +74,10 @@ class LLMConfig:
     # bare, or Hermes blocks the server did not parse) is read as that call (1) or as a
     # text reply (0)
     text_tool_calls: int = 1
+    # The fault episode takes the control episode's reply to a request it sends unchanged
+    # (1), so that a pair's two episodes are the same until the fault shows, or samples it
+    # again (0: a batching server's noise can then part them before the fault)
+    replay: int = 1
 
     @classmethod
     def from_env(cls, environ: dict[str, str] | None = None) -> LLMConfig:
@@ -146,7 +153,27 @@ STAT_KEYS = (
     "context_refits",
     "text_tool_calls",
     "cached_prompt_tokens",
+    "replayed_replies",
 )
+
+
+def request_key(request: Request) -> str:
+    """What makes two model requests the same request: every field the server reads."""
+    text = json.dumps(
+        [
+            request.messages,
+            request.tools,
+            request.seed,
+            request.temperature,
+            request.max_tokens,
+            request.stop,
+            request.tool_choice,
+            request.response_schema,
+        ],
+        sort_keys=True,
+        default=str,
+    )
+    return hashlib.sha256(text.encode()).hexdigest()
 
 
 @dataclass
@@ -208,6 +235,18 @@ class LLMAgent:
         self.episode_stats: Counter[str] = Counter({k: 0 for k in STAT_KEYS})
         self.conv = Conversation()
         self._sleep = sleep
+        self._replies: dict[str, Reply] | None = None
+        self._record_replies = False
+
+    def use_replies(self, replies: dict[str, Any] | None, *, record: bool = False) -> None:
+        """The harness's reply memo of one control episode (`pairing.run_pair`): the control
+        episode records into it (`record`), and its fault episodes answer a request they
+        send unchanged from it instead of sampling again. A server that batches requests
+        does not reproduce a seeded sample bit for bit, so without this the two episodes
+        can part before the fault and the pair is no counterfactual. Only the control's
+        replies are kept: two fault episodes never share theirs. None: no memo."""
+        self._replies = replies if self.config.replay else None
+        self._record_replies = record
 
     # ---- harness protocol ---------------------------------------------------------
 
@@ -281,6 +320,11 @@ class LLMAgent:
                 tool_choice=tool_choice,
                 response_schema=response_schema,
             )
+            memo = self._replies
+            key = request_key(request) if memo is not None else ""
+            if memo is not None and key in memo:
+                self.count("replayed_replies")
+                return copy.deepcopy(memo[key])
             try:
                 reply = self._send(request)
             except ProviderError as exc:
@@ -297,6 +341,8 @@ class LLMAgent:
                 continue
             self.count("trimmed_messages", fitted.trimmed_messages)
             self.count("compacted_tool_schemas", int(fitted.compacted_tools))
+            if memo is not None and self._record_replies:
+                memo[key] = copy.deepcopy(reply)
             return reply
 
     _token_scale = 1.0  # server tokens per estimated token, learnt from context errors

@@ -80,6 +80,13 @@ class McpAgent:
         self._running: Running | None = None
         self._waiting = False  # an action was handed out and awaits its observation
 
+    def use_replies(self, replies: dict[str, Any] | None, *, record: bool = False) -> None:
+        """An in-process agent's reply memo (`LLMAgent.use_replies`); an external program
+        keeps its own sampling."""
+        use = getattr(getattr(self.launcher, "agent", None), "use_replies", None)
+        if callable(use):
+            use(replies, record=record)
+
     def reset_task(self, info: dict[str, Any]) -> None:
         self.end_episode(None)  # a worker-crash restart: the old agent goes with its worker
         self._bridge = Bridge(info["tools"])

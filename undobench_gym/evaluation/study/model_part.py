@@ -14,7 +14,7 @@ from __future__ import annotations
 import json
 import re
 from collections import Counter
-from collections.abc import Iterable, Sequence
+from collections.abc import Callable, Iterable, Sequence
 from typing import Any
 
 import numpy as np
@@ -122,11 +122,19 @@ def able_workflows(pairs: Sequence[PairLike]) -> list[str]:
     )
 
 
-def recovery_by(pairs: Sequence[PairLike], key: str) -> list[str]:
+def replay_label(p: Pair) -> str:
+    """Whether the pair's fault episode took the control's replies (`LLMConfig.replay`; a
+    record of a build before it has no `replay` and sampled every turn again)."""
+    return "replayed" if (p.agent_config or {}).get("replay") else "sampled again"
+
+
+def recovery_by(
+    pairs: Sequence[PairLike], key: str, factor: Callable[[Pair], Any] | None = None
+) -> list[str]:
     """The recovery metrics by one factor (method, boundary, framework: a record field's
-    name), with the gap."""
+    name; or `factor`, named `key`), with the gap."""
     valid = [p for p in as_records(pairs) if not is_infra_error(p)]
-    factor = field_of(key)
+    factor = factor or field_of(key)
     lines = [
         f"| {key} | N | scored | control successes | " + " | ".join(RECOVERY) + " | gap |",
         "|---|---|---|---|" + "---|" * (len(RECOVERY) + 1),
@@ -240,6 +248,17 @@ def section(
             "### Beside the scripted agent and the paper",
             "",
             *beside_scripted(pairs, scripted, methods, paper),
+        ]
+    if len({replay_label(p) for p in valid}) > 1:
+        lines += [
+            "",
+            "### By harness build: the control's replies replayed, or sampled again",
+            "",
+            "Part of this part ran before the fault episode replayed the control episode's "
+            "replies (docs/agents.md); those pairs sampled every turn again, and the ones "
+            "whose episodes parted before the fault are left out. Both are pooled above.",
+            "",
+            *recovery_by(pairs, "harness", replay_label),
         ]
     lines += [
         "",

@@ -15,7 +15,7 @@ import copy
 import time
 from collections import OrderedDict
 from collections.abc import Callable, Iterator
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
 from undobench_gym.agents.factory import make_agent
@@ -165,6 +165,9 @@ class SharedControl:
     pair_id: str  # the pair that ran it
     control: dict[str, Any]
     exceptions: int  # the agent's exceptions during it
+    #: a model agent's replies in it, replayed to the fault episodes that send the same
+    #: requests (`pairing.run_pair`)
+    replies: dict[str, Any] = field(default_factory=dict)
 
 
 class ControlCache:
@@ -252,6 +255,7 @@ class TrialWorker:
         before = dict(stats) if isinstance(stats, dict) else None
         shared = self.controls.get(task.control_key)
         ran: list[tuple[dict[str, Any], int]] = []  # the control this pair ran, if any
+        replies: dict[str, Any] = shared.replies if shared else {}
         try:
             started = time.monotonic()
             env = pool.get(task.stack_key, self._prestarted(task, out))
@@ -271,12 +275,15 @@ class TrialWorker:
                     episode_time_limit=self.episode_time_limit,
                     control=copy.deepcopy(shared.control) if shared else None,
                     on_control=lambda c: ran.append((copy.deepcopy(c), agent.exceptions)),
+                    replies=replies,
                 )
             record["agent_exceptions"] = agent.exceptions + (shared.exceptions if shared else 0)
             if shared is not None:
                 record["control_from"] = shared.pair_id
             elif ran and task.control_key is not None:
-                self.controls.put(task.control_key, SharedControl(task.pair_id, *ran[0]))
+                self.controls.put(
+                    task.control_key, SharedControl(task.pair_id, *ran[0], replies=replies)
+                )
             config = getattr(inner, "config", None)
             if callable(getattr(config, "record", None)):  # an LLM agent's settings
                 record["agent_config"] = config.record()  # type: ignore[union-attr]
