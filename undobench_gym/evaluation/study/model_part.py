@@ -306,6 +306,8 @@ def counts(pairs: Sequence[PairLike]) -> Counter[str]:
         control_successes=sum(control_ok(p) for p in valid),
         workflows=len({p.workflow for p in valid}),
         seeds=len({p.seed for p in valid}),
+        # the header's count: episodes parted before the fault, reached or not
+        parted=sum(p.prefix_equivalent is False for p in valid),
         escalated_on_text=sum(
             _unread_finish(ep) is not None for p in valid for ep in (p.control, p.fault)
         ),
@@ -315,10 +317,15 @@ def counts(pairs: Sequence[PairLike]) -> Counter[str]:
             for p in valid
         ),
     )
+    # named in notes whether or not they occur
+    c.update(dict.fromkeys(("replayed", "sampled_again", "prefix_diverged", "not_reached"), 0))
+    kinds = (*reaction.REACTIONS, "episodes", "resent")
+    c.update({f"bare_{k.replace(' ', '_')}": 0 for k in kinds})
     for p in valid:
         why = exclusion(p)
         if why is not None:
             c[why] += 1
+        c[replay_label(p).replace(" ", "_")] += 1
     for kind, n in reaction.counts(valid).get("all", Counter()).items():
         c[f"bare_{kind.replace(' ', '_')}"] = n
     return c
@@ -347,7 +354,7 @@ def fill_notes(text: str, pairs: Sequence[PairLike]) -> str:
     def value(m: re.Match[str]) -> str:
         what, name = m.group(1), m.group(2)
         if what == "count":
-            if name not in known and not name.startswith("bare_"):
+            if name not in known:
                 raise UndoBenchError(f"notes: no count {m.group(0)}")
             return str(known[name])
         metric, with_ci = (what[:-3], True) if what.endswith("_ci") else (what, False)
