@@ -314,4 +314,8 @@ def test_agent_behaviour_counts_valid_actions_and_tolerates_imported_records() -
     out = agent_behaviour([pair, imported])
     assert (out["actions"], out["valid_actions"], out["valid_action_rate"]) == (4, 2, 0.5)
     assert out["control_success"] == 1 and out["seconds_per_pair_median"] == 2.0
+    assert "requests" not in out  # no agent counted tokens
+    pair["agent_stats"] = {"requests": 3, "completion_tokens": 40, "replayed_replies": 2}
+    out = agent_behaviour([pair, imported])
+    assert (out["requests"], out["completion_tokens"], out["replayed_replies"]) == (3, 40, 2)
     assert agent_behaviour([])["valid_action_rate"] is None

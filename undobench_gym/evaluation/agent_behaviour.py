@@ -54,5 +54,7 @@ def agent_behaviour(trials: Iterable[PairLike]) -> dict[str, Any]:
             "provider_errors": sum(s.provider_errors for s in stats),
             "trimmed_messages": sum(s.trimmed_messages for s in stats),
             "unconstrained_replies": sum(s.unconstrained_replies for s in stats),
+            # the control's replies taken by fault episodes instead of sampling again
+            "replayed_replies": sum(s.replayed_replies for s in stats),
         }
     return out

@@ -161,6 +161,7 @@ class AgentStats(_View):
     provider_errors: int = 0
     trimmed_messages: int = 0
     unconstrained_replies: int = 0
+    replayed_replies: int = 0
 
 
 def field_of(name: str) -> Callable[[PairRecord], Any]:

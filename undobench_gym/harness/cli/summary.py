@@ -69,5 +69,7 @@ def print_summary(summary: dict[str, Any], out: Path) -> None:
                 f"; {b['requests']} model requests, {b['completion_tokens']} tokens out "
                 f"({b['completion_tokens_per_s']} per second of pair time)"
             )
+            if b.get("replayed_replies"):
+                line += f", {b['replayed_replies']} replies replayed before faults"
         console.print(line)
     console.print(f"wrote {out / 'trials.jsonl'}, {out / 'summary.json'}, {out / 'report.md'}")
