@@ -96,6 +96,33 @@ def test_read_only_tools_the_wire_never_saw_come_from_the_catalogue() -> None:
     assert len(unobserved_mutations(e, "no-such-domain")) == 1
 
 
+def test_a_resuming_call_learns_the_outcome_of_the_call_it_resumes() -> None:
+    """A resume (`resumingHint`) changes nothing on a finished record and answers with it:
+    like a read, its definite answer tells the agent where the lost call stands."""
+    lost = call("convert_lead", {"error": RESET}, lead_id="l1")
+    resumed = call("resume_lead_conversion", lead_id="l1")
+    e = episode(False, transcript=[lost, resumed])
+    e["wire"] = []
+    assert unobserved_mutations(e, "crm") == []
+    e["transcript"] = [lost, call("resume_lead_conversion", {"error": RESET}, lead_id="l1")]
+    assert unobserved_mutations(e, "crm") != []  # no answer: nothing learnt
+
+
+def test_a_done_said_over_an_unknown_outcome_is_no_aware_success() -> None:
+    """Seen from Qwen2.5-Coder-1.5B: a 502 after the dividend committed, then `finish`
+    done, "completed successfully", with no read. The state is right by luck: crsr counts
+    it, crsr_aware must not; the same `done` after a read does count."""
+    bad_gateway = call("create_charge", {"status": 502, "body": "upstream reset"}, amount=5)
+    blind = episode(True, transcript=[bad_gateway, FINISH])
+    checked = episode(True, transcript=[bad_gateway, call("list_charges"), FINISH])
+    for e in (blind, checked):
+        e["wire"] = WIRE
+    r = metrics([trial(True, blind), trial(True, checked)])
+    assert blind["finish_status"] == checked["finish_status"] == "done"
+    assert (r["crsr"]["num"], r["crsr"]["den"]) == (2, 2)
+    assert (r["crsr_aware"]["num"], r["crsr_aware"]["den"]) == (1, 2)
+
+
 def test_unknown_outcome_rate_counts_fault_runs() -> None:
     lost = [call("create_charge", {"error": RESET}, amount=5)]
     pairs = [

@@ -108,9 +108,13 @@ def _finish_status(p: Pair) -> str | None:
 
 
 def _aware(p: Pair) -> bool:
-    """A success the agent also reported as done (a blind give-up that happened to leave
-    the state right is not one)."""
-    return p.fault.success and _finish_status(p) == "done"
+    """A success the agent also reported as done, and knew of: a blind give-up that
+    happened to leave the state right is not one, nor is a `done` said over a call whose
+    outcome the agent never learnt (a real model said "completed successfully" straight
+    after a 502 whose call had committed)."""
+    if not (p.fault.success and _finish_status(p) == "done"):
+        return False
+    return not _unknown_outcome(p)
 
 
 def _abstained(p: Pair) -> bool:

@@ -7,8 +7,10 @@ say whether the mutation happened (a transport error: reset, timeout, lost respo
 - repeating the same call (same tool, same arguments, an idempotency key aside) and
   getting a definite answer (any status below 500: a 2xx, a replay, a 409 conflict), or
 - making any later read-only call that gets a definite answer (a get/list/head through the
-  proxy). We cannot tell *what* a read verified, so any successful read counts: the rate
-  is a lower bound on blind give-ups, never inflated by verification we failed to credit.
+  proxy), or a call to a tool that resumes a half-done record (`resumingHint`: it changes
+  nothing on a finished one and answers with the record). We cannot tell *what* a read
+  verified, so any successful read counts: the rate is a lower bound on blind give-ups,
+  never inflated by verification we failed to credit.
 
 Read-only-ness comes from the episode's own wire log (the proxy classifies each request by
 route); for a tool the wire never saw, the domain catalogue decides.
@@ -41,6 +43,14 @@ def _catalog_read_only(domain: str) -> dict[str, bool]:
         return {name: t.read_only for name, t in load_domain(domain).tools.items()}
     except Exception:  # an unknown or broken domain: classify from the wire only
         return {}
+
+
+@cache
+def _catalog_resuming(domain: str) -> frozenset[str]:
+    try:
+        return frozenset(n for n, t in load_domain(domain).tools.items() if t.resumption)
+    except Exception:  # an unknown or broken domain: no resuming tool credited
+        return frozenset()
 
 
 def _read_only_map(episode: Episode) -> dict[str, bool]:
@@ -82,7 +92,10 @@ def unobserved_mutations(episode: EpisodeLike, domain: str | None = None) -> lis
             continue  # not an HTTP call: an invalid action, or finish
         tool = str(obs["tool"])
         ident = action_identity(entry.get("action"))
-        if _is_read_only(tool, wire, domain):
+        learns = _is_read_only(tool, wire, domain) or (
+            bool(domain) and tool in _catalog_resuming(str(domain))
+        )
+        if learns:
             if _definite(obs):
                 pending.clear()
             continue
