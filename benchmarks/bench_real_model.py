@@ -111,6 +111,12 @@ def figures(run: Path) -> dict[str, Any]:
         "actions": sum(s.get("actions", 0) for s in stats),
         "text_replies": sum(s.get("text_replies", 0) for s in stats),
         "provider_errors": sum(s.get("provider_errors", 0) for s in stats),
+        # requests the server answered, and fault-episode turns taken from the control
+        "model_requests_per_pair": round(sum(s.get("requests", 0) for s in stats) / len(pairs), 2)
+        if pairs
+        else None,
+        "replayed_replies": sum(s.get("replayed_replies", 0) for s in stats),
+        "parted_before_the_fault": sum(p.get("prefix_equivalent") is False for p in pairs),
         "model_servers": [
             s.get("model_servers") for s in meta.get("sessions", []) if s.get("model_servers")
         ][-1:],
