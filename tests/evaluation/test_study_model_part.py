@@ -171,3 +171,20 @@ def test_a_part_run_partly_before_replay_shows_both_builds() -> None:
     for p in pairs:
         p["agent_config"] = {"replay": 1}
     assert "### By harness build" not in "\n".join(model_part.section("t", pairs, None, ""))
+
+
+def test_every_figure_the_committed_notes_name_exists() -> None:
+    """The study's model-part notes against the part's committed pairs: a misspelt
+    placeholder fails here, not at the next `undobench study render`."""
+    from undobench_gym.evaluation.records import load_records
+
+    root = Path(__file__).resolve().parents[2] / "studies" / "paper-rerun"
+    checked = 0
+    for notes in sorted(root.glob("*.md")):
+        trials = root / "runs" / notes.stem / "trials.jsonl"
+        if notes.name == "reading.md" or not trials.is_file():
+            continue
+        filled = model_part.fill_notes(notes.read_text(encoding="utf-8"), load_records(trials))
+        assert "{{" not in filled.replace("`{{`", "")
+        checked += 1
+    assert checked >= 1
