@@ -102,7 +102,8 @@ def _bare_fault(next_steps: list[dict], wire_after: list[dict], method: str = "b
 
 
 def _call(tool: str, **arguments: object) -> dict:
-    return {"action": {"tool": tool, "arguments": arguments}, "observation": {"status": 200}}
+    observation = {"status": 200, "tool": tool}
+    return {"action": {"tool": tool, "arguments": arguments}, "observation": observation}
 
 
 def test_the_models_next_action_after_the_error_is_classified_by_public_annotations() -> None:
@@ -114,6 +115,11 @@ def test_the_models_next_action_after_the_error_is_classified_by_public_annotati
     resumed = _bare_fault([_call("resume_lead_conversion", lead_id="lead_1")], [])
     read = _bare_fault([_call("get_lead", lead_id="lead_1")], [])
     undone = _bare_fault([_call("unenroll_contact", contact_id="c")], [])
+    # a reworded re-send (other arguments, a fresh key) is another call, not the same one
+    reworded = _bare_fault([_call("convert_lead", **{**LEAD, "amount": 99})], [])
+    keyed = _bare_fault([_call("convert_lead", **LEAD, idempotency_key="k2")], [])
+    assert reaction.reaction(reworded) == ("other call", False)
+    assert reaction.reaction(keyed) == ("same call", True)
     assert reaction.reaction(gave_up) == ("gave_up", False)
     assert reaction.reaction(retried) == ("same call", True)
     assert reaction.reaction(resumed) == ("resume", False)

@@ -92,12 +92,12 @@ def unobserved_mutations(episode: EpisodeLike, domain: str | None = None) -> lis
             continue  # not an HTTP call: an invalid action, or finish
         tool = str(obs["tool"])
         ident = action_identity(entry.get("action"))
-        learns = _is_read_only(tool, wire, domain) or (
-            bool(domain) and tool in _catalog_resuming(str(domain))
-        )
-        if learns:
-            if _definite(obs):
-                pending.clear()
+        read_only = _is_read_only(tool, wire, domain)
+        resumes = bool(domain) and tool in _catalog_resuming(str(domain))
+        if (read_only or resumes) and _definite(obs):
+            pending.clear()
+            continue
+        if read_only:
             continue
         if _definite(obs):
             pending.pop(ident, None)

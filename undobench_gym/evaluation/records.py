@@ -110,16 +110,6 @@ class Step(_View):
     observation: Any = None
 
 
-class WireCall(_View):
-    """One call the fault proxy saw (`EpisodeRecord.wire`)."""
-
-    index: int
-    tool: str | None = None
-    read_only: bool = False
-    forwarded: bool = True
-    status: int | None = None
-
-
 class Injected(_View):
     """The fault the proxy injected (`EpisodeRecord.fault`)."""
 
@@ -134,10 +124,6 @@ def steps(episode: EpisodeRecord) -> list[Step]:
         Step.model_validate(s if isinstance(s.get("action"), dict) else {**s, "action": {}})
         for s in episode.transcript or []
     ]
-
-
-def wire_calls(episode: EpisodeRecord) -> list[WireCall]:
-    return [WireCall.model_validate(w) for w in episode.wire or []]
 
 
 def injected(episode: EpisodeRecord) -> Injected | None:

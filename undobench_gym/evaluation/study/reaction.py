@@ -16,7 +16,14 @@ from typing import Any
 
 from undobench_gym.core.catalog import domain
 from undobench_gym.evaluation.indicators import control_ok, exclusion, is_infra_error
-from undobench_gym.evaluation.records import PairLike, as_records, injected, steps, wire_calls
+from undobench_gym.evaluation.outcomes import action_identity
+from undobench_gym.evaluation.records import (
+    PairLike,
+    as_record,
+    as_records,
+    injected,
+    steps,
+)
 
 #: The next action after the error, in the table's column order.
 REACTIONS = (
@@ -43,7 +50,7 @@ def _is_error(observation: Any) -> bool:
 def reaction(p: PairLike) -> tuple[str, bool] | None:
     """(the model's next action after it first saw the fault's error, whether it sent the
     faulted call again at any later point); None where the pair does not tell."""
-    r = as_records([p])[0]
+    r = as_record(p)
     if r.method != METHOD or is_infra_error(r) or exclusion(r) is not None:
         return None
     if not control_ok(r):
@@ -62,8 +69,15 @@ def reaction(p: PairLike) -> tuple[str, bool] | None:
     )
     if seen is None:
         return None
-    calls = wire_calls(r.fault)
-    resent = any(c.tool == fault.tool and c.forwarded and c.index > fault.index for c in calls)
+    # The same call is the same tool with the same arguments (a fresh idempotency key
+    # aside): a reworded one is another call, whatever its tool.
+    failed = action_identity(taken[seen].action)
+    resent = any(
+        action_identity(s.action) == failed
+        and isinstance(s.observation, dict)
+        and "tool" in s.observation  # it went out as an HTTP call
+        for s in taken[seen + 1 :]
+    )
     if seen + 1 >= len(taken):
         return "nothing", resent
     action = taken[seen + 1].action
@@ -71,7 +85,7 @@ def reaction(p: PairLike) -> tuple[str, bool] | None:
     if tool == "finish":
         status = (action.get("arguments") or {}).get("status")
         return (str(status) if status in REACTIONS else "other call"), resent
-    if tool == fault.tool:
+    if action_identity(action) == failed:
         return "same call", resent
     return _kind(r.domain, str(tool)), resent
 
