@@ -1,7 +1,9 @@
 """The catalogue: domains, their workflows, and tool schemas generated from OpenAPI.
 
 One route, one tool. Domains are imported lazily by module path, so importing the
-package starts nothing and imports no service code.
+package starts nothing and imports no service code; a domain's OpenAPI document is kept
+on disk (`openapi_cache`), so a later process builds its tools without importing the
+service either.
 """
 
 from __future__ import annotations
@@ -16,6 +18,7 @@ from typing import Any
 
 from undobench_gym.contract.errors import UnknownWorkflowError
 from undobench_gym.contract.specs import WorkflowSpec
+from undobench_gym.core import openapi_cache
 from undobench_gym.services.domains import DOMAIN_MODULES
 
 DOMAINS: dict[str, str] = DOMAIN_MODULES
@@ -248,16 +251,24 @@ def domain(name: str) -> Domain:
         known = ", ".join(sorted(DOMAINS))
         raise UnknownWorkflowError(f"unknown domain {name!r}; known domains: {known}")
     module = DOMAINS[name]
+    doc = openapi_cache.load(name, module)
+    if doc is None:
+        doc = render_openapi(module)
+        openapi_cache.save(name, module, doc)
+    workflows = tuple(importlib.import_module(module + ".workflows").WORKFLOWS)
+    return Domain(name=name, module=module, workflows=workflows, tools=tools_from_openapi(doc))
+
+
+def render_openapi(module: str) -> dict[str, Any]:
+    """The domain service's OpenAPI document, from its routes: imports the service."""
     from fastapi import FastAPI
 
     service = importlib.import_module(module + ".service").DOMAIN
     app = FastAPI(title=service.title, version="1.0.0")
     for router in service.routers:
         app.include_router(router)
-    workflows = tuple(importlib.import_module(module + ".workflows").WORKFLOWS)
-    return Domain(
-        name=name, module=module, workflows=workflows, tools=tools_from_openapi(app.openapi())
-    )
+    doc: dict[str, Any] = app.openapi()
+    return doc
 
 
 def all_workflows(split: str | None = None) -> list[WorkflowSpec]:
