@@ -34,6 +34,10 @@ LAZY_ALLOWED = {
         "undobench_gym.harness.executors.prestart",
         "undobench_gym.harness.executors.lanes",
     ): "a worker's first stack starts before the worker loads",
+    (
+        "undobench_gym.harness.executors.prestart",
+        "undobench_gym.core.runtime.warm",
+    ): "a worker's first stack starts before the worker loads",
 }
 
 

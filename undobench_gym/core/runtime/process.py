@@ -22,6 +22,7 @@ import json
 import os
 import shutil
 import socket
+import subprocess
 import sys
 import tempfile
 import threading
@@ -50,6 +51,7 @@ from undobench_gym.core.runtime.children import (
     restart_mode,
     spawn,
 )
+from undobench_gym.core.runtime.warm import WARM
 
 __all__ = ["OWNER_FILE", "ProcessRuntime", "free_port", "proxy_command", "remove_stale_workdirs"]
 
@@ -143,6 +145,7 @@ class ProcessRuntime(Runtime):
             except BaseException:
                 self.close()
                 raise
+            WARM.fill()  # for the next stack, now that this one's start is over
             _svc_port, admin_port = self._service.ports
             proxy_port, control_port = self._proxy.ports
             self._endpoints = StackEndpoints(
@@ -166,9 +169,9 @@ class ProcessRuntime(Runtime):
                 # Both start at once: the proxy connects to the service only when a call
                 # comes (connection_strategy=lazy), so it need not wait for it, and their
                 # imports (about a second each) overlap.
-                self._spawn_service(ports=(free_port(), free_port()))
+                self._spawn_service(ports=(free_port(), free_port()), warm=True)
                 try:
-                    self._spawn_proxy()
+                    self._spawn_proxy(warm=True)
                 except Exception:
                     self._await_service()  # a service that cannot start says why first
                     raise
@@ -185,7 +188,7 @@ class ProcessRuntime(Runtime):
                     with contextlib.suppress(OSError):  # keep it, out of the next one's way
                         child.log.rename(child.log.with_suffix(f".port-taken-{attempt}.log"))
 
-    def _spawn_service(self, ports: tuple[int, int]) -> None:
+    def _spawn_service(self, ports: tuple[int, int], warm: bool = False) -> None:
         cmd = [
             sys.executable,
             "-m",
@@ -202,9 +205,7 @@ class ProcessRuntime(Runtime):
         if self.restart_mode == "fork":
             cmd.append("--fork-server")
         self._service.serving_pid = None
-        self._service.proc = spawn(
-            cmd, self._service.log, capture_stdout=True, env={TOKEN_ENV: self.token}
-        )
+        self._service.proc = self._launch("service", cmd, self._service.log, True, warm)
         self._service.ports = ports
 
     def _await_service(self) -> None:
@@ -237,15 +238,25 @@ class ProcessRuntime(Runtime):
         self._spawn_proxy()
         self._await_proxy()
 
-    def _spawn_proxy(self) -> None:
+    def _launch(
+        self, kind: str, cmd: list[str], log: Path, capture_stdout: bool, warm: bool
+    ) -> subprocess.Popen[bytes]:
+        """A started process for `cmd` (`python -m MODULE ARGS`): a ready one from the
+        sweep's pool on a stack's first start (`runtime.warm`), else a new interpreter.
+        Restarts always exec: the exec restart path stays what it measures."""
+        env = {TOKEN_ENV: self.token}
+        ready = (
+            WARM.take(kind, cmd[3:], env, log, capture_stdout) if warm and WARM.enabled else None
+        )
+        return ready or spawn(cmd, log, capture_stdout=capture_stdout, env=env)
+
+    def _spawn_proxy(self, warm: bool = False) -> None:
         svc_port = self._service.ports[0]
         proxy_port, control_port = self._proxy.ports or (free_port(), free_port())
         cmd = proxy_command(
             self.domain, svc_port, proxy_port, control_port, self.workdir / "mitmproxy"
         )
-        self._proxy.proc = spawn(
-            cmd, self._proxy.log, capture_stdout=False, env={TOKEN_ENV: self.token}
-        )
+        self._proxy.proc = self._launch("proxy", cmd, self._proxy.log, False, warm)
         self._proxy.ports = (proxy_port, control_port)
 
     def _await_proxy(self) -> None:

@@ -18,6 +18,7 @@ from multiprocessing.connection import Connection
 from typing import Any
 
 from undobench_gym.core.deadline import raise_in_thread
+from undobench_gym.core.runtime.warm import WARM
 from undobench_gym.harness.executors.base import TrialTask
 from undobench_gym.harness.executors.prestart import Prestart
 from undobench_gym.harness.executors.worker import TrialWorker
@@ -40,6 +41,7 @@ def worker_main(
     or the driver goes away. One lane runs on the main thread (SIGALRM time limits); more
     run on threads, the main thread only dispatching. `early`: (lane, runtime, stack) a
     stack being started for that lane's first pair (`prestart.worker_entry`)."""
+    WARM.enable()
     if lanes == 1:
         worker = TrialWorker(name, max_stacks=max_stacks, trial_timeout=trial_timeout)
         if early is not None:

@@ -22,6 +22,7 @@ from typing import Any
 
 from undobench_gym.contract.errors import UndoBenchError
 from undobench_gym.core.runtime.process import remove_stale_workdirs
+from undobench_gym.core.runtime.warm import WARM
 from undobench_gym.harness.executors.base import (
     INTERRUPTED,
     TIMEOUT,
@@ -51,6 +52,7 @@ class InlineExecutor:
     def __init__(self, *, max_stacks: int, trial_timeout: float | None) -> None:
         self.worker = TrialWorker("inline", max_stacks=max_stacks, trial_timeout=trial_timeout)
         self._task: tuple[TrialTask, int] | None = None
+        WARM.enable()  # a stack for the next domain starts from ready processes
 
     def idle(self) -> list[int]:
         return [] if self._task else [0]
@@ -70,6 +72,7 @@ class InlineExecutor:
 
     def close(self) -> None:
         self.worker.close()
+        WARM.close()
 
 
 @dataclass

@@ -105,6 +105,9 @@ def worker_entry(
     if first is not None:
         lane, runtime_kind, domain = first
         from undobench_gym.core.runtime import make_runtime
+        from undobench_gym.core.runtime.warm import WARM
+
+        WARM.enable()  # ready stack processes, from the end of the first stack's start
 
         early = (lane, runtime_kind, Prestart(make_runtime(runtime_kind, domain)))
     try:
