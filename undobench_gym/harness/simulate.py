@@ -4,8 +4,10 @@ run's pairs through the sweep's own scheduler on a virtual clock.
 From the run (`timeline.jsonl` and `run_meta.json`) the model takes:
 - each pair's work (`wall_s` less its stack start), divided by the run's own CPU
   contention, so that it is what one worker with a core to itself would take;
-- what starting a stack costs, by domain (median over the starts the run made; a stack
-  started before its pair came, as a worker process's first is, counts its whole start);
+- what starting a stack costs: a worker's first (cold: new interpreters; a stack
+  started before its pair came, as a worker process's first is, counts its whole start),
+  and each later one by domain (median; from ready processes, `core.runtime.warm`, where
+  the run had them);
 - what starting a worker costs: its process (none for one worker, which runs in the
   driver) and what its first pair spends beyond the usual loading code and catalogue;
 - `u`, the cores one busy worker keeps busy (the run's CPU time over its busy time).
@@ -41,7 +43,7 @@ from undobench_gym.harness.executors.timeline import Attempt, read_timeline
 class RunModel:
     tasks: list[TrialTask]
     work_s: dict[str, float]  # per pair, one uncontended worker
-    stack_s: dict[str, float]  # per domain
+    stack_s: dict[str, float]  # per domain, a worker's later starts
     spawn_s: float  # a worker process's start, before its first pair reaches it
     handoff_s: float
     u: float
@@ -50,9 +52,17 @@ class RunModel:
     #: busy worker slows the first before the cores are all busy (a VM's steal, shared
     #: caches, the disk). Known when the model was calibrated on a one-worker run.
     effective_cores: float | None = None
+    #: A worker's first stack start (new interpreters, before any ready ones exist);
+    #: None: as its domain's later starts (a run from before the ready processes).
+    first_stack_s: float | None = None
 
     def stack_cost(self, key: StackKey) -> float:
-        default = statistics.median(self.stack_s.values()) if self.stack_s else 2.0
+        """A later start of this stack (the median of other domains' where the run had
+        none of this one's, else a first start's)."""
+        if self.stack_s:
+            default = statistics.median(self.stack_s.values())
+        else:
+            default = self.first_stack_s or 2.0
         return self.stack_s.get(key[0], default)
 
 
@@ -75,18 +85,23 @@ def model_from_run(run_dir: Path, cores: int | None = None, session: int = -1) -
     u = float(info.get("cpu_s") or busy) / busy if busy else 1.0
     slots = len({a.slot for a in attempts})
     slowed = contention(slots, u, cores)
+    firsts = _firsts(attempts)
+    first_ids = {a.pair_id for a in firsts.values()}
     starts: dict[str, list[float]] = {}
+    cold: list[float] = []
     for a in attempts:
         # A prestarted stack's cost is its start's own duration (the pair waited less).
         took = a.prestart_s if a.prestarted else a.stack_s
         if took > STARTED_S:
-            starts.setdefault(a.task["domain"], []).append(took / slowed)
+            if a.pair_id in first_ids:
+                cold.append(took / slowed)
+            else:
+                starts.setdefault(a.task["domain"], []).append(took / slowed)
     work = {a.pair_id: max(0.0, a.wall_s - a.stack_s) / slowed for a in attempts}
     by_domain: dict[str, list[float]] = {}
     for a in attempts:
         by_domain.setdefault(a.task["domain"], []).append(work[a.pair_id])
     typical = {d: statistics.median(v) for d, v in by_domain.items()}
-    firsts = _firsts(attempts)
     handoffs = sorted(a.done_s - a.submitted_s - a.wall_s for a in attempts)
     handoff = max(0.0, handoffs[len(handoffs) // 2])
     # A worker's first pair also loads its code and catalogue: that is the worker's
@@ -102,6 +117,7 @@ def model_from_run(run_dir: Path, cores: int | None = None, session: int = -1) -
         tasks=[a.trial_task() for a in attempts],
         work_s=work,
         stack_s={d: statistics.median(v) for d, v in starts.items()},
+        first_stack_s=statistics.median(cold) if cold else None,
         spawn_s=statistics.median(spawns),
         warmup_s=statistics.median(warmups),
         handoff_s=handoff,
@@ -131,6 +147,7 @@ def calibrated(run_dir: Path, single_dir: Path, cores: int | None = None) -> Run
         tasks=model.tasks,
         work_s={p: alone.work_s.get(p, w) for p, w in model.work_s.items()},
         stack_s=alone.stack_s or model.stack_s,
+        first_stack_s=alone.first_stack_s or model.first_stack_s,
         spawn_s=model.spawn_s,
         warmup_s=model.warmup_s,
         handoff_s=model.handoff_s,
@@ -207,7 +224,8 @@ def simulate(
             while len(held[slot]) >= max_stacks:
                 held[slot].popitem(last=False)
             held[slot][key] = None
-            stack = model.stack_cost(key) * slow
+            cost = model.first_stack_s if first and model.first_stack_s else None
+            stack = (cost or model.stack_cost(key)) * slow
             if first and workers > 1:
                 # A worker process starts its first pair's stack while it loads for the
                 # pair (`executors/prestart.py`): only what outlasts the loading is waited.

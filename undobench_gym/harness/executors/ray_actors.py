@@ -46,6 +46,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from undobench_gym.contract.errors import UndoBenchError
+from undobench_gym.core.runtime.warm import WARM
 from undobench_gym.harness.executors.base import (
     INTERRUPTED,
     TIMEOUT,
@@ -90,6 +91,7 @@ class StackActor:
 
     def __init__(self, name: str, max_stacks: int, trial_timeout: float | None) -> None:
         self.worker = TrialWorker(name, max_stacks=max_stacks, trial_timeout=trial_timeout)
+        WARM.enable()  # its later stacks start from ready processes, as a local worker's
 
     def where(self) -> tuple[str, int]:
         """The node this actor was placed on, and its process id (answered once started)."""
@@ -104,6 +106,7 @@ class StackActor:
 
     def close(self) -> None:
         self.worker.close()
+        WARM.close()
 
 
 @dataclass(eq=False)
