@@ -17,6 +17,8 @@ import pytest
 
 from undobench_gym.core.runtime.process import ProcessRuntime
 from undobench_gym.core.runtime.warm import WARM, WarmPool
+from undobench_gym.core.trials import read_trials
+from undobench_gym.harness.runner import expand, run_sweep
 
 
 def _alive(pid: int) -> bool:
@@ -36,7 +38,7 @@ def _gone(pids: list[int], timeout: float = 5.0) -> bool:
 
 @pytest.fixture
 def warm(monkeypatch: pytest.MonkeyPatch) -> Iterator[WarmPool]:
-    monkeypatch.delenv("UNDOBENCH_WARM_STACKS", raising=False)
+    monkeypatch.setenv("UNDOBENCH_WARM_STACKS", "1")
     WARM.enable()
     try:
         yield WARM
@@ -125,11 +127,43 @@ def test_ready_processes_never_taken_stop_with_the_pool_or_at_eof(warm: WarmPool
     assert proc.wait(timeout=30) == 0
 
 
-def test_the_pool_is_off_unless_a_sweep_turns_it_on(monkeypatch: pytest.MonkeyPatch) -> None:
+def test_the_pool_is_off_unless_asked_for(monkeypatch: pytest.MonkeyPatch) -> None:
     pool = WarmPool()
     pool.fill()
     assert pool._ready == {}
-    monkeypatch.setenv("UNDOBENCH_WARM_STACKS", "0")
+    for value in (None, "0"):
+        if value is None:
+            monkeypatch.delenv("UNDOBENCH_WARM_STACKS", raising=False)
+        else:
+            monkeypatch.setenv("UNDOBENCH_WARM_STACKS", value)
+        pool.enable()
+        pool.fill()
+        assert not pool.enabled and pool._ready == {}
+    monkeypatch.setenv("UNDOBENCH_WARM_STACKS", "1")
     pool.enable()
-    pool.fill()
-    assert not pool.enabled and pool._ready == {}
+    assert pool.enabled
+    pool.close()
+
+
+def test_a_sweep_with_ready_processes_gives_the_same_verdicts(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Two workers, each on two domains in turn: the second stack of each comes from ready
+    processes, and every pair's record equals a sweep's without them."""
+    trials = expand(
+        ["pay-charge-customer", "db-create-order", "crm-convert-lead"],
+        None,
+        ["bare", "B0"],
+        [1],
+    )
+    verdicts = {}
+    for warm in ("0", "1"):
+        monkeypatch.setenv("UNDOBENCH_WARM_STACKS", warm)
+        out = tmp_path / warm
+        run_sweep(trials, agent_spec="scripted", runtime="process", out=out, progress=False,
+                  report=False, workers=2, max_stacks=1)  # fmt: skip
+        verdicts[warm] = {
+            t["pair_id"]: (t["control"]["success"], t["fault"]["success"], t["fault"]["state_hash"])
+            for t in read_trials(out / "trials.jsonl")
+        }
+    assert len(verdicts["1"]) == len(trials) and verdicts["0"] == verdicts["1"]

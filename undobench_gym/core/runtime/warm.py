@@ -4,11 +4,16 @@ instead of new interpreters, so the start waits for the domain's import and the 
 start (about 0.3 s), not for FastAPI, SQLAlchemy and mitmproxy to import (about 1 s each,
 on the CPU the pairs share).
 
-Off unless a sweep turns it on (`enable`: the worker processes, the in-driver executor),
-so a training loop's env keeps no idle processes. `UNDOBENCH_WARM_STACKS=0` turns it off
-there too. A ready process is used only by a process whose environment and working
-directory are still those it was started under (a domain registered since, another
-PYTHONPATH: it is stopped, and a new one starts cold). Each is this process's child like
+Off by default: `UNDOBENCH_WARM_STACKS=1` lets a sweep's executors turn it on (`enable`:
+the in-driver worker, worker processes, Ray actors; a training loop's env never keeps idle
+processes). An A/B on the 2-core machine, two workers, the scripted TEST sweep
+(`benchmarks/bench_warm_stacks.py`), halved what pairs waited for stack starts but not the
+wall time, for 4 % more CPU per pair: where every core is busy the imports only move. They
+pay where a worker has idle CPU while its stack starts.
+
+A ready process is used only by a process whose environment and working directory are
+still those it was started under (a domain registered since, another PYTHONPATH: it is
+stopped, and a new one starts cold). Each is this process's child like
 any stack process: it dies with it (PR_SET_PDEATHSIG), and `close` or the exit of this
 process stops the ones never taken. The pool refills after the stack that took one has
 started, so a worker's first stack does not share its start with the refill's imports.
@@ -53,7 +58,8 @@ class WarmPool:
         atexit.register(self.close)
 
     def enable(self) -> None:
-        if os.environ.get(ENV_VAR, "1").strip().lower() not in ("0", "false", "no", "off"):
+        """Turn the pool on if `UNDOBENCH_WARM_STACKS` asks for it (it is off by default)."""
+        if os.environ.get(ENV_VAR, "0").strip().lower() in ("1", "true", "yes", "on"):
             self.enabled = True
 
     def take(

@@ -90,6 +90,7 @@ class Outcome:
     stack_s: float = 0.0  # of wall_s: starting the pair's stack (0 when the worker held it)
     prestarted: bool = False  # its stack was started before the pair came (prestart.py)
     prestart_s: float = 0.0  # that start's own duration (stack_s: what the pair waited of it)
+    setup_s: float = 0.0  # of wall_s: loading the agent and workflow, before the stack wait
 
     def to_dict(self) -> dict[str, Any]:
         return asdict(self)

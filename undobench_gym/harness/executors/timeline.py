@@ -52,6 +52,7 @@ class Attempt:
     error_kind: str | None
     prestarted: bool = False  # stack_s is only what outlasted a start begun earlier
     prestart_s: float = 0.0  # that start's own duration
+    setup_s: float = 0.0  # of wall_s: the pair's loading, before its stack wait
 
     @property
     def pair_id(self) -> str:
@@ -59,8 +60,10 @@ class Attempt:
 
     @property
     def ready_s(self) -> float:
-        """When the slot was at work on this pair: its stack answering."""
-        return self.done_s - self.wall_s + self.stack_s
+        """When the slot was at work on this pair: loaded, and its stack answering (a
+        worker's first pair loads its agent and catalogue before it waits for the stack
+        started while it loaded; timelines from before `setup_s` leave the loading out)."""
+        return self.done_s - self.wall_s + self.setup_s + self.stack_s
 
     def trial_task(self) -> TrialTask:
         return TrialTask(**self.task)
@@ -91,6 +94,7 @@ class Timeline:
                 out.error_kind,
                 out.prestarted,
                 out.prestart_s,
+                out.setup_s,
             )
         )
 

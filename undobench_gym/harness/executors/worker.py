@@ -258,6 +258,7 @@ class TrialWorker:
         replies: dict[str, Any] = shared.replies if shared else {}
         try:
             started = time.monotonic()
+            out.setup_s = round(started - t0, 3)
             env = pool.get(task.stack_key, self._prestarted(task, out))
             env.runtime  # noqa: B018 - starts the stack; its own start timeout applies
             out.stack_s = round(time.monotonic() - started, 3)
