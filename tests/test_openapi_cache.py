@@ -92,6 +92,18 @@ def test_an_edited_service_or_another_fastapi_changes_the_key(
         openapi_cache.source_key.cache_clear()
 
 
+def test_a_new_document_replaces_the_one_of_older_sources(cache: Path) -> None:
+    module = catalog.DOMAINS["git"]
+    cache.mkdir(parents=True)
+    older = cache / f"git-{'0' * 32}.json"
+    older.write_text('{"key": "older", "openapi": {}}')
+    other_domain = cache / f"cloud-{'0' * 32}.json"
+    other_domain.write_text('{"key": "older", "openapi": {}}')
+    openapi_cache.save("git", module, {"paths": {}})
+    assert not older.exists() and other_domain.exists()
+    assert openapi_cache.load("git", module) == {"paths": {}}
+
+
 def test_a_domain_from_another_package_is_always_rendered_live(cache: Path) -> None:
     assert openapi_cache.source_key("notes", "tests.tiny_domain") is None
     # a built-in name pointed at another module (UNDOBENCH_DOMAINS) is not the built-in

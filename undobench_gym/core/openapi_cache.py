@@ -107,3 +107,8 @@ def save(name: str, module: str, doc: dict[str, Any]) -> None:
             with contextlib.suppress(OSError):
                 os.unlink(tmp)
             raise
+        # one document per domain: those of older sources would only pile up
+        for old in path.parent.glob(f"{name}-*.json"):
+            if old != path:
+                with contextlib.suppress(OSError):
+                    old.unlink()
