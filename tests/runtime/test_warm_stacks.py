@@ -157,13 +157,17 @@ def test_a_sweep_with_ready_processes_gives_the_same_verdicts(
         [1],
     )
     verdicts = {}
-    for warm in ("0", "1"):
+    for warm, workers in (("0", 2), ("1", 2), ("1", 1)):
         monkeypatch.setenv("UNDOBENCH_WARM_STACKS", warm)
-        out = tmp_path / warm
+        out = tmp_path / f"{warm}-{workers}"
+        taken = WARM.taken
         run_sweep(trials, agent_spec="scripted", runtime="process", out=out, progress=False,
-                  report=False, workers=2, max_stacks=1)  # fmt: skip
-        verdicts[warm] = {
+                  report=False, workers=workers, max_stacks=1)  # fmt: skip
+        if workers == 1:  # in this process: its later stacks came from ready processes
+            assert WARM.taken - taken >= 4
+        verdicts[out.name] = {
             t["pair_id"]: (t["control"]["success"], t["fault"]["success"], t["fault"]["state_hash"])
             for t in read_trials(out / "trials.jsonl")
         }
-    assert len(verdicts["1"]) == len(trials) and verdicts["0"] == verdicts["1"]
+    assert len(verdicts["1-2"]) == len(trials)
+    assert verdicts["0-2"] == verdicts["1-2"] == verdicts["1-1"]

@@ -54,7 +54,7 @@ class WarmPool:
         self._lock = threading.Lock()
         self._ready: dict[str, _Ready] = {}
         self.enabled = False
-        self.taken = 0  # how many stack processes came from the pool, for the records
+        self.taken = 0  # how many stack processes came from the pool (this process's)
         atexit.register(self.close)
 
     def enable(self) -> None:
