@@ -1,4 +1,4 @@
-"""Ready stack processes on and off, alternated in one session: the scripted TEST sweep's
+"""Stacks forked from zygotes on and off, alternated in one session: the scripted TEST sweep's
 wall time, start-up, the seconds pairs waited for stack starts, and CPU per pair.
 
     .venv/bin/python benchmarks/bench_warm_stacks.py [--workers 2] [--seeds 1-2] [--rounds 2]
@@ -58,7 +58,7 @@ def main() -> None:
     finally:
         shutil.rmtree(root, ignore_errors=True)
     print(f"\nworkers {args.workers}, seeds {args.seeds}, {args.rounds} rounds (medians):")
-    print("| ready processes | wall s | start-up s | waited on stack starts, s | CPU per pair s |")
+    print("| zygotes | wall s | start-up s | waited on stack starts, s | CPU per pair s |")
     print("|---|---|---|---|---|")
     for warm in (False, True):
         arm = [x for x in rows if x["warm"] is warm]

@@ -18,6 +18,9 @@ from pathlib import Path
 SERVICE_MARK = "undobench_gym.services.domains._service.server"
 PROXY_MARK = "undobench_gym.services.proxy.launch"
 WORKER_MARK = "spawn_main"  # a multiprocessing "spawn" child: a sweep's worker process
+#: A stack-process zygote (`services/warm.py`), and what it forks: a service or a proxy
+#: whose command line is the zygote's (its last word the kind).
+ZYGOTE_MARK = "undobench_gym.services.warm"
 _CLK_TCK = os.sysconf("SC_CLK_TCK")
 _LISTEN = "0A"
 
@@ -39,6 +42,10 @@ class Proc:
             return "proxy"
         if WORKER_MARK in text:
             return "worker"
+        if ZYGOTE_MARK in text:
+            parent = read_proc(self.ppid)
+            forked = parent is not None and ZYGOTE_MARK in " ".join(parent.cmdline)
+            return self.cmdline[-1] if forked else "zygote"
         return None
 
     @property
@@ -94,7 +101,8 @@ def stack_children(pid: int | None = None, role: str | None = None) -> list[Proc
 
 
 def stack_processes(pid: int | None = None, role: str | None = None) -> list[Proc]:
-    """Services, proxies and sweep workers anywhere below `pid` (default: this process)."""
+    """Services, proxies, zygotes and sweep workers anywhere below `pid` (default: this
+    process)."""
     return [p for p in descendants(pid) if p.role is not None and role in (None, p.role)]
 
 

@@ -8,6 +8,7 @@ and `--resume` must finish the sweep with every planned pair exactly once.
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import signal
@@ -84,6 +85,9 @@ def workdirs(procs: list[Proc]) -> list[Path]:
     for p in procs:
         if "--data-dir" in p.cmdline:
             out.append(Path(p.cmdline[p.cmdline.index("--data-dir") + 1]).parent)
+        elif p.role == "service":  # forked from a zygote: its stderr is the stack's log
+            with contextlib.suppress(OSError):
+                out.append(Path(os.readlink(f"/proc/{p.pid}/fd/2")).parent)
     return out
 
 

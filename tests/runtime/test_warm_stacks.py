@@ -1,11 +1,12 @@
-"""Stack processes started before they are needed (`core.runtime.warm`): a stack built
-from them serves, restarts and closes like one started cold, and a ready process is used
-only under the environment it was started in."""
+"""Stack processes forked from zygotes (`core.runtime.warm`): a stack built from them
+serves, restarts and closes like one started cold, its processes' exits are known, and a
+zygote is used only under the environment it was started in."""
 
 from __future__ import annotations
 
 import os
 import signal
+import socket
 import subprocess
 import sys
 import time
@@ -16,7 +17,7 @@ import httpx
 import pytest
 
 from undobench_gym.core.runtime.process import ProcessRuntime
-from undobench_gym.core.runtime.warm import WARM, WarmPool
+from undobench_gym.core.runtime.warm import WARM, WarmPool, Zygote
 from undobench_gym.core.trials import read_trials
 from undobench_gym.harness.runner import expand, run_sweep
 
@@ -46,21 +47,33 @@ def warm(monkeypatch: pytest.MonkeyPatch) -> Iterator[WarmPool]:
         WARM.close()
 
 
-def _ready_pids(pool: WarmPool) -> list[int]:
-    return [r.proc.pid for r in pool._ready.values()]
+def _zygote_pids(pool: WarmPool) -> list[int]:
+    return [z.proc.pid for z in pool._zygotes.values()]
 
 
-def test_a_stack_from_ready_processes_serves_restarts_and_closes_like_a_cold_one(
+def _forked(rt: ProcessRuntime) -> list[int]:
+    """The stack's own service and proxy processes (not the fork server's child)."""
+    return [c.proc.pid for c in (rt._service, rt._proxy) if c.proc is not None]
+
+
+def _parent(pid: int) -> int:
+    return int(Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[1])
+
+
+def test_a_stack_forked_from_zygotes_serves_restarts_and_closes_like_a_cold_one(
     warm: WarmPool,
 ) -> None:
     taken = warm.taken
-    with ProcessRuntime("payments"):  # cold: the pool fills once this one has started
-        assert warm.taken == taken and len(_ready_pids(warm)) == 2
-    ready = _ready_pids(warm)
+    with ProcessRuntime("payments"):  # cold: the zygotes start once this one has started
+        assert warm.taken == taken and len(_zygote_pids(warm)) == 2
+    zygotes = _zygote_pids(warm)
     rt = ProcessRuntime("database")
     with rt, httpx.Client(headers=rt.endpoints.auth) as http:
         assert warm.taken == taken + 2
-        assert set(ready) <= set(rt.pids()) | set(rt.process_pids())  # these very processes
+        # forked by these very zygotes, each its own process group
+        forked = _forked(rt)
+        assert sorted(_parent(p) for p in forked) == sorted(zygotes)
+        assert all(os.getpgid(p) == p for p in forked)
         ep = rt.endpoints
         admin = ep.admin_urls["database"]
         http.post(f"{admin}/admin/reset", json={"seed": 4}).raise_for_status()
@@ -69,13 +82,13 @@ def test_a_stack_from_ready_processes_serves_restarts_and_closes_like_a_cold_one
         assert httpx.get(f"{ep.agent_url}/database/v1/orders").status_code == 200
         wire = http.get(f"{ep.control_url}/control/wire").json()["events"]
         assert [e["tool"] for e in wire] == ["list_orders"]
-        # the token came on stdin, never on a command line; no Gymnasium in a stack process
-        for pid in rt.process_pids():
+        # the token came in the order, never on a command line; no Gymnasium in a stack
+        for pid in [*rt.process_pids(), *zygotes]:
             assert ep.token.encode() not in Path(f"/proc/{pid}/cmdline").read_bytes()
             assert "/numpy/" not in Path(f"/proc/{pid}/maps").read_text()
-        # the proxy writes to the stack's own log from the moment it took its arguments
+        # the proxy writes to the stack's own log
         assert (rt.workdir / "proxy.log").exists()
-        # a crash restart from the ready service's fork server keeps the data
+        # a crash restart from the forked service's fork server keeps the data
         old = http.get(f"{admin}/admin/health").json()["pid"]
         os.kill(old, signal.SIGKILL)
         deadline = time.monotonic() + 10
@@ -91,65 +104,113 @@ def test_a_stack_from_ready_processes_serves_restarts_and_closes_like_a_cold_one
         rt.wait_healthy(timeout=20)  # the next server answers: its EXIT line is there
         assert health["pid"] != old and rt.service_exits == [-signal.SIGKILL]
         assert http.get(f"{admin}/admin/state").json()["hash"] == before
+        # a proxy killed outright: its exit status comes from the zygote, and it is
+        # started again (cold: restarts exec)
+        proxy = rt.pids()[1]
+        os.kill(proxy, signal.SIGKILL)
+        assert rt._proxy.proc is not None and rt._proxy.proc.wait(timeout=5) == -signal.SIGKILL
+        rt.wait_healthy(timeout=20)
+        assert rt._proxy.exits == [-signal.SIGKILL] and rt.pids()[1] != proxy
+        assert httpx.get(f"{ep.agent_url}/database/v1/orders").status_code == 200
         pids = rt.pids() + rt.process_pids()
     assert _gone(pids)
     assert not rt.workdir.exists()
+    # one zygote serves many stacks
+    for domain in ("crm", "git"):
+        with ProcessRuntime(domain) as rt:
+            assert sorted(_parent(p) for p in _forked(rt)) == sorted(zygotes)
+    assert warm.taken == taken + 6 and _zygote_pids(warm) == zygotes
 
 
-def test_a_ready_process_started_under_another_environment_is_not_used(
+def test_a_zygote_started_under_another_environment_is_not_used(
     warm: WarmPool, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     with ProcessRuntime("payments"):
         pass
-    stale, taken = _ready_pids(warm), warm.taken
+    stale, taken = _zygote_pids(warm), warm.taken
     assert len(stale) == 2
     monkeypatch.setenv("UNDOBENCH_TEST_ANOTHER_ENVIRONMENT", "1")  # e.g. a new PYTHONPATH
     with ProcessRuntime("crm") as rt:
         assert warm.taken == taken
         assert httpx.get(f"{rt.endpoints.agent_url}/crm/v1/accounts").status_code == 200
     assert _gone(stale)
+    fresh = _zygote_pids(warm)  # started under the new environment, for the next stack
+    assert len(fresh) == 2 and not set(fresh) & set(stale)
 
 
-def test_ready_processes_never_taken_stop_with_the_pool_or_at_eof(warm: WarmPool) -> None:
+def test_zygotes_stop_with_the_pool_once_their_stacks_have_and_at_eof(
+    warm: WarmPool,
+) -> None:
     with ProcessRuntime("payments"):
         pass
-    ready = _ready_pids(warm)
-    warm.close()
-    assert _gone(ready)
-    with ProcessRuntime("payments"):  # closed: nothing refills
+    zygotes = _zygote_pids(warm)
+    with ProcessRuntime("crm") as rt:  # forked: a closed pool waits for it
+        warm.close()
+        time.sleep(0.3)
+        assert all(_alive(p) for p in zygotes)
+        assert httpx.get(f"{rt.endpoints.agent_url}/crm/v1/accounts").status_code == 200
+        pids = rt.process_pids()
+    assert _gone(pids) and _gone(zygotes)
+    with ProcessRuntime("payments"):  # closed: nothing starts again
         pass
-    assert _ready_pids(warm) == []
-    proc = subprocess.Popen(
-        [sys.executable, "-m", "undobench_gym.services.warm", "proxy"], stdin=subprocess.PIPE
-    )
-    assert proc.stdin is not None
-    proc.stdin.close()  # its owner went away before it was needed
+    assert _zygote_pids(warm) == []
+    ours, theirs = socket.socketpair(socket.AF_UNIX, socket.SOCK_SEQPACKET)
+    cmd = [sys.executable, "-m", "undobench_gym.services.warm", "proxy"]
+    proc = subprocess.Popen(cmd, stdin=theirs.fileno())
+    theirs.close()
+    ours.close()  # its owner went away before it was needed
     assert proc.wait(timeout=30) == 0
+    wrong = subprocess.run(cmd, stdin=subprocess.DEVNULL, capture_output=True, text=True)
+    assert wrong.returncode == 1 and "SOCK_SEQPACKET" in wrong.stderr
 
 
-def test_the_pool_is_off_unless_asked_for(monkeypatch: pytest.MonkeyPatch) -> None:
+def test_the_processes_a_zygote_forked_die_with_it() -> None:
+    zygote = Zygote("proxy")
+    assert zygote.ready.wait(30)
+    log = Path(f"/tmp/undobench-test-zygote-{os.getpid()}.log")
+    try:
+        with socket.socket() as s:  # a port nobody listens on: the proxy still starts
+            s.bind(("127.0.0.1", 0))
+            port = s.getsockname()[1]
+        proc = zygote.fork(["--listen-host", "127.0.0.1", "--listen-port", "0", "--mode",
+                            f"reverse:http://127.0.0.1:{port}/"], {}, log, False)  # fmt: skip
+        assert proc is not None and proc.poll() is None
+        os.kill(zygote.proc.pid, signal.SIGKILL)
+        assert proc.wait(timeout=10) == -signal.SIGTERM
+        assert _gone([proc.pid])
+        assert zygote.fork(["--help"], {}, log, False) is None  # a dead zygote forks nothing
+    finally:
+        log.unlink(missing_ok=True)
+        zygote.close()
+
+
+def test_the_pool_is_on_once_a_sweep_enables_it_unless_turned_off(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
     pool = WarmPool()
-    pool.fill()
-    assert pool._ready == {}
-    for value in (None, "0"):
+    pool.fill()  # an env outside a sweep never enables it: no idle processes
+    assert not pool.enabled and pool._zygotes == {}
+    for value in ("0", "off", "false"):
+        monkeypatch.setenv("UNDOBENCH_WARM_STACKS", value)
+        pool.enable()
+        pool.fill()
+        assert not pool.enabled and pool._zygotes == {}
+    for value in (None, "1"):
         if value is None:
             monkeypatch.delenv("UNDOBENCH_WARM_STACKS", raising=False)
         else:
             monkeypatch.setenv("UNDOBENCH_WARM_STACKS", value)
         pool.enable()
-        pool.fill()
-        assert not pool.enabled and pool._ready == {}
-    monkeypatch.setenv("UNDOBENCH_WARM_STACKS", "1")
-    pool.enable()
-    assert pool.enabled
-    pool.close()
+        assert pool.enabled
+        pool.close()
+        assert not pool.enabled
 
 
-def test_a_sweep_with_ready_processes_gives_the_same_verdicts(
+def test_a_sweep_with_zygotes_gives_the_same_verdicts(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    """Two workers, each on two domains in turn: the second stack of each comes from ready
-    processes, and every pair's record equals a sweep's without them."""
+    """Two workers, each on two domains in turn: the second stack of each is forked from
+    zygotes, and every pair's record equals a sweep's without them."""
     trials = expand(
         ["pay-charge-customer", "db-create-order", "crm-convert-lead"],
         None,
@@ -163,7 +224,7 @@ def test_a_sweep_with_ready_processes_gives_the_same_verdicts(
         taken = WARM.taken
         run_sweep(trials, agent_spec="scripted", runtime="process", out=out, progress=False,
                   report=False, workers=workers, max_stacks=1)  # fmt: skip
-        if workers == 1:  # in this process: its later stacks came from ready processes
+        if workers == 1:  # in this process: its later stacks were forked
             assert WARM.taken - taken >= 4
         verdicts[out.name] = {
             t["pair_id"]: (t["control"]["success"], t["fault"]["success"], t["fault"]["state_hash"])

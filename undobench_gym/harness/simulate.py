@@ -6,7 +6,7 @@ From the run (`timeline.jsonl` and `run_meta.json`) the model takes:
   contention, so that it is what one worker with a core to itself would take;
 - what starting a stack costs: a worker's first (cold: new interpreters; a stack
   started before its pair came, as a worker process's first is, counts its whole start),
-  and each later one by domain (median; from ready processes, `core.runtime.warm`, where
+  and each later one by domain (median; forked from zygotes, `core.runtime.warm`, where
   the run had them);
 - what starting a worker costs: its process (none for one worker, which runs in the
   driver) and what its first pair spends beyond the usual loading code and catalogue;
@@ -52,8 +52,8 @@ class RunModel:
     #: busy worker slows the first before the cores are all busy (a VM's steal, shared
     #: caches, the disk). Known when the model was calibrated on a one-worker run.
     effective_cores: float | None = None
-    #: A worker's first stack start (new interpreters, before any ready ones exist);
-    #: None: as its domain's later starts (a run from before the ready processes).
+    #: A worker's first stack start (new interpreters, before its zygotes exist);
+    #: None: as its domain's later starts (a run from before they were kept apart).
     first_stack_s: float | None = None
 
     def stack_cost(self, key: StackKey) -> float:

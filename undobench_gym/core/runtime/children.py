@@ -23,7 +23,7 @@ from collections.abc import Callable
 from concurrent.futures import Future
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import IO, Any, Protocol
 
 from undobench_gym import STACK_PROCESS_ENV
 from undobench_gym.contract.errors import StackStartError
@@ -192,11 +192,25 @@ def log_tail(path: Path, lines: int = 30) -> str:
         return "(no log)"
 
 
+class StackProcess(Protocol):
+    """What the runtime uses of a child process: a `subprocess.Popen`, or a process a
+    zygote forked (`runtime.warm.ForkedProcess`)."""
+
+    @property
+    def pid(self) -> int: ...
+    @property
+    def stdout(self) -> IO[bytes] | None: ...
+    @property
+    def returncode(self) -> int | Any: ...
+    def poll(self) -> int | None: ...
+    def wait(self, timeout: float | None = None) -> int: ...
+
+
 @dataclass
 class Child:
     name: str
     log: Path
-    proc: subprocess.Popen[bytes] | None = None
+    proc: StackProcess | None = None
     ports: tuple[int, ...] = ()
     exits: list[int] = field(default_factory=list)
     #: A fork server's current server process (from its `SPAWN` lines).

@@ -22,7 +22,6 @@ import json
 import os
 import shutil
 import socket
-import subprocess
 import sys
 import tempfile
 import threading
@@ -42,6 +41,7 @@ from undobench_gym.core.runtime.children import (
     READY_TIMEOUT_S,
     WORKDIR_PREFIX,
     Child,
+    StackProcess,
     free_port,
     log_tail,
     port_taken,
@@ -240,9 +240,9 @@ class ProcessRuntime(Runtime):
 
     def _launch(
         self, kind: str, cmd: list[str], log: Path, capture_stdout: bool, warm: bool
-    ) -> subprocess.Popen[bytes]:
-        """A started process for `cmd` (`python -m MODULE ARGS`): a ready one from the
-        sweep's pool on a stack's first start (`runtime.warm`), else a new interpreter.
+    ) -> StackProcess:
+        """A started process for `cmd` (`python -m MODULE ARGS`): forked from the sweep's
+        zygote on a stack's first start (`runtime.warm`), else a new interpreter.
         Restarts always exec: the exec restart path stays what it measures."""
         env = {TOKEN_ENV: self.token}
         ready = (

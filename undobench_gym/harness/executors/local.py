@@ -52,7 +52,7 @@ class InlineExecutor:
     def __init__(self, *, max_stacks: int, trial_timeout: float | None) -> None:
         self.worker = TrialWorker("inline", max_stacks=max_stacks, trial_timeout=trial_timeout)
         self._task: tuple[TrialTask, int] | None = None
-        WARM.enable()  # a stack for the next domain starts from ready processes
+        WARM.enable()  # a stack for the next domain is forked from zygotes
 
     def idle(self) -> list[int]:
         return [] if self._task else [0]

@@ -107,7 +107,7 @@ def worker_entry(
         from undobench_gym.core.runtime import make_runtime
         from undobench_gym.core.runtime.warm import WARM
 
-        WARM.enable()  # ready stack processes, from the end of the first stack's start
+        WARM.enable()  # later stacks forked from zygotes, started after the first stack
 
         early = (lane, runtime_kind, Prestart(make_runtime(runtime_kind, domain)))
     try:

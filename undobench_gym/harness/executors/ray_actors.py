@@ -91,7 +91,7 @@ class StackActor:
 
     def __init__(self, name: str, max_stacks: int, trial_timeout: float | None) -> None:
         self.worker = TrialWorker(name, max_stacks=max_stacks, trial_timeout=trial_timeout)
-        WARM.enable()  # its later stacks start from ready processes, as a local worker's
+        WARM.enable()  # its later stacks are forked from zygotes, as a local worker's
 
     def where(self) -> tuple[str, int]:
         """The node this actor was placed on, and its process id (answered once started)."""
