@@ -30,18 +30,29 @@ def test_longest_stacks_and_crash_pairs_go_first() -> None:
     assert q.pop_for([], set()).pair_id == "pay-crash"  # type: ignore[union-attr]
 
 
-def test_a_worker_joins_a_stack_only_when_its_share_beats_a_stack_start() -> None:
+def test_a_worker_joins_a_stack_only_when_its_work_ends_sooner_for_it() -> None:
     one_s = {f"p{n}": 1.0 for n in range(10)}
     tasks = [_task(p, "wf", "payments") for p in one_s]
     q = Scheduler(tasks, cost=lambda t: one_s[t.pair_id])
     key = tasks[0].stack_key
     assert q.pop_for([], set(), 0) is not None  # 9 s left
-    # 9 s left, one worker on it: 4.5 s each is worth a stack start.
+    # 9 s left, one worker on it: 9 s alone, (9 + 2)/2 s with a second one.
     assert q.pop_for([], {key: 1}, 1) is not None
-    while q.remaining[key] / 3 >= STACK_START_S:
-        q.pop_for([key], {key: 1}, 0)
-    assert q.pop_for([], {key: 2}, 2) is None  # the two on it finish first
-    assert q.pop_for([], {}, 2) is not None  # nobody else on it: take it
+    while q.remaining[key] / 2 >= STACK_START_S:
+        q.pop_for([key], {key: 2}, 0)
+    # Under 2 s each for the two on it: they finish before a new stack would start.
+    assert q.pop_for([], {key: 2}, 2) is None
+    assert q.remaining[key] >= STACK_START_S  # one alone would take longer than a start:
+    assert q.pop_for([], {key: 1}, 2) is not None  # a second one joins
+    assert q.pop_for([], {}, 3) is not None  # nobody else on it: take it
+
+
+def test_a_workers_first_stack_start_is_not_what_joining_costs() -> None:
+    q = Scheduler([_task("p0", "wf", "payments")])
+    q.observe("p0", 3.0, 2.5, first=True)  # new interpreters, before the zygotes
+    assert q.stack_start_s == STACK_START_S
+    q.observe("p0", 1.0, 0.4)
+    assert q.stack_start_s == 0.4
 
 
 def _model(pairs: int, work: float, stack: float, u: float = 1.0) -> RunModel:

@@ -355,6 +355,7 @@ def _drive(
     queue = Scheduler(todo)
     by_id = {t.pair_id: t for t in todo}
     running: dict[int, StackKey] = {}
+    seen: set[str] = set()  # workers that have finished a pair (their first start was cold)
     failures: dict[str, list[dict[str, Any]]] = {}
     written = retries = provider_streak = 0
     # Pairs the model server failed are written last: if it turns out to be down and the
@@ -382,7 +383,8 @@ def _drive(
         for out in outcomes:
             timeline.done(out)
             if out.error_kind is None:
-                queue.observe(out.pair_id, out.wall_s, out.stack_s)
+                queue.observe(out.pair_id, out.wall_s, out.stack_s, first=out.worker not in seen)
+            seen.add(out.worker)
             task = by_id[out.pair_id]
             if out.error_kind == USAGE:
                 raise UndoBenchError(f"{task.workflow}/{task.scenario}: {out.error}")

@@ -238,7 +238,7 @@ def simulate(
         free[slot] = t + work
         on[slot] = key
         # The real driver learns a pair's time when it ends; close enough here.
-        queue.observe(task.pair_id, stack + work, stack)
+        queue.observe(task.pair_id, stack + work, stack, first=first)
     used = [s for s in range(workers) if started[s]]
     end = max(free[s] for s in used)
     startup = max(first_at_work[s] for s in used)

@@ -10,7 +10,7 @@ it ran.
 A worker with nothing left on its own stacks joins the stack whose remaining work per
 worker on it is largest (work stealing), so big queues get several workers and the last
 pairs of every queue finish at about the same time. It does not start a stack that other
-workers are emptying when less work is left there per worker than a stack start costs.
+workers are emptying when they would finish its work before a new stack could start.
 """
 
 from __future__ import annotations
@@ -113,14 +113,16 @@ class Scheduler:
         self._ratios: deque[float] = deque(maxlen=RECENT)
         self._starts: deque[float] = deque(maxlen=RECENT)
 
-    def observe(self, pair_id: str, wall_s: float, stack_s: float) -> None:
+    def observe(self, pair_id: str, wall_s: float, stack_s: float, first: bool = False) -> None:
         """A finished pair's measured time: the costs are rescaled to what this sweep's
-        pairs take (the median ratio over the recent ones), and stack starts to theirs."""
+        pairs take (the median ratio over the recent ones), and stack starts to theirs.
+        `first`: the pair was its worker's first, whose stack start (new interpreters,
+        before the worker's zygotes) says nothing of what joining another stack costs."""
         cost = self.cost.get(pair_id)
         if cost:
             self._ratios.append(max(0.0, wall_s - stack_s) / cost)
             self.scale = statistics.median(self._ratios)
-        if stack_s > STARTED_S:
+        if stack_s > STARTED_S and not first:
             self._starts.append(stack_s)
             self.stack_start_s = statistics.median(self._starts)
 
@@ -169,7 +171,9 @@ class Scheduler:
                 return self.queues[key].popleft()
         # max() keeps the first of equals: the queue order, longest first.
         key = max(live, key=lambda k: self.remaining[k] / (on.get(k, 0) + 1))
-        share = self.remaining[key] * self.scale / (on.get(key, 0) + 1)
-        if on.get(key, 0) and share < self.stack_start_s:
+        # Its n workers finish its work R alone at R/n; with this worker too, at
+        # (R + a stack start)/(n + 1): sooner exactly when R/n is more than a stack start.
+        workers = on.get(key, 0)
+        if workers and self.remaining[key] * self.scale / workers < self.stack_start_s:
             return None  # its workers finish it sooner than a new stack would start
         return self.queues[key].popleft()
