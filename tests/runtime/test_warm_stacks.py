@@ -17,7 +17,7 @@ import httpx
 import pytest
 
 from undobench_gym.core.runtime.process import ProcessRuntime
-from undobench_gym.core.runtime.warm import WARM, WarmPool, Zygote
+from undobench_gym.core.runtime.warm import WARM, SharedZygotes, WarmPool, Zygote
 from undobench_gym.core.trials import read_trials
 from undobench_gym.harness.runner import expand, run_sweep
 
@@ -184,6 +184,35 @@ def test_the_processes_a_zygote_forked_die_with_it() -> None:
         zygote.close()
 
 
+def test_shared_zygotes_serve_every_worker_and_kill_what_a_lost_worker_left() -> None:
+    shared = SharedZygotes()
+    log = Path(f"/tmp/undobench-test-shared-{os.getpid()}.log")
+    try:
+        owners = {z.kind: z.proc.pid for z in shared.zygotes if z.proc is not None}
+        a, b = (Zygote("proxy", address=shared.addresses["proxy"]) for _ in range(2))
+        procs = []
+        for client in (a, b):
+            assert client.ready.wait(30) and client.proc is None
+            with socket.socket() as s:
+                s.bind(("127.0.0.1", 0))
+                port = s.getsockname()[1]
+            proc = client.fork(["--listen-host", "127.0.0.1", "--listen-port", "0", "--mode",
+                                f"reverse:http://127.0.0.1:{port}/"], {}, log, False)  # fmt: skip
+            assert proc is not None and _parent(proc.pid) == owners["proxy"]
+            procs.append(proc)
+        # a worker's connection ends before it closed its stacks (it was SIGKILLed): they go
+        a.sock.shutdown(socket.SHUT_RDWR)
+        assert _gone([procs[0].pid])
+        assert procs[1].poll() is None  # the other worker's stays, and its exit is reported
+        os.kill(procs[1].pid, signal.SIGKILL)
+        assert procs[1].wait(timeout=10) == -signal.SIGKILL
+        b.close()
+    finally:
+        shared.close()
+        log.unlink(missing_ok=True)
+    assert _gone(list(owners.values())) and not shared.folder.exists()
+
+
 def test_the_pool_is_on_once_a_sweep_enables_it_unless_turned_off(
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
@@ -209,8 +238,9 @@ def test_the_pool_is_on_once_a_sweep_enables_it_unless_turned_off(
 def test_a_sweep_with_zygotes_gives_the_same_verdicts(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    """Two workers, each on two domains in turn: the second stack of each is forked from
-    zygotes, and every pair's record equals a sweep's without them."""
+    """Two workers, each on two domains in turn: their stacks are forked from the driver's
+    zygotes (its children, the only zygotes), and every pair's record equals a sweep's
+    without them; one worker in this process forks its later stacks from its own."""
     trials = expand(
         ["pay-charge-customer", "db-create-order", "crm-convert-lead"],
         None,
@@ -218,14 +248,40 @@ def test_a_sweep_with_zygotes_gives_the_same_verdicts(
         [1],
     )
     verdicts = {}
+    seen: list[dict[int, int]] = []
+
+    def look(_trial: dict[str, object]) -> None:
+        """The zygotes and what they forked below this process now, with their parents."""
+        warm = {}
+        for entry in Path("/proc").iterdir():
+            if entry.name.isdigit():
+                try:
+                    if b"undobench_gym.services.warm" in (entry / "cmdline").read_bytes():
+                        warm[int(entry.name)] = _parent(int(entry.name))
+                except (OSError, IndexError):
+                    continue
+        seen.append(warm)
+
     for warm, workers in (("0", 2), ("1", 2), ("1", 1)):
         monkeypatch.setenv("UNDOBENCH_WARM_STACKS", warm)
         out = tmp_path / f"{warm}-{workers}"
         taken = WARM.taken
+        seen.clear()
         run_sweep(trials, agent_spec="scripted", runtime="process", out=out, progress=False,
-                  report=False, workers=workers, max_stacks=1)  # fmt: skip
+                  report=False, workers=workers, max_stacks=1, on_trial=look)  # fmt: skip
         if workers == 1:  # in this process: its later stacks were forked
             assert WARM.taken - taken >= 4
+        elif warm == "1":  # two zygotes, the driver's own children, shared by both workers
+            for warm_now in seen:
+                zygotes = {p for p, parent in warm_now.items() if parent not in warm_now}
+                assert len(zygotes) == 2 and {warm_now[p] for p in zygotes} == {os.getpid()}
+                forked = {p for p, parent in warm_now.items() if parent in zygotes}
+                assert len(forked) >= 2  # a stack's service and proxy (a fork server's
+                assert set(warm_now) - zygotes - forked <= {  # serving child below it)
+                    p for p, parent in warm_now.items() if parent in forked
+                }
+        else:
+            assert seen and not any(seen)
         verdicts[out.name] = {
             t["pair_id"]: (t["control"]["success"], t["fault"]["success"], t["fault"]["state_hash"])
             for t in read_trials(out / "trials.jsonl")

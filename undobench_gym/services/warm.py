@@ -1,26 +1,30 @@
 """A zygote for stack processes: `python -m undobench_gym.services.warm service|proxy`
 imports once what a domain service (FastAPI, SQLAlchemy, uvicorn, the service kit) or the
 fault proxy (mitmproxy, its control API) needs, about a second, then forks one process per
-order. A forked process shares those imports instead of repeating them: a sweep worker
-that keeps one zygote of each kind (`core.runtime.warm`) starts its later stacks in a
-fraction of a cold start's time and CPU.
+order. A forked process shares those imports instead of repeating them, so a stack starts
+in a fraction of a cold start's time and CPU (`core.runtime.warm`).
 
-The zygote's stdin is one end of a `SOCK_SEQPACKET` socket pair; the worker holds the
-other. Each order is one message, JSON with the command line the process would have been
-started with, the environment to add and its log, and at most one file descriptor (the
-pipe its stdout goes to, for a service whose ready line the worker reads). Each message
-the zygote sends is one JSON object: `{"ready": true}` once its imports are done,
-`{"pid": N}` for each order, `{"exit": N, "code": C}` when a forked process exits (C as
-`subprocess` gives it: -S for signal S), `{"error": "..."}` for an order it could not
-fork. A forked process leads its own session, dies with the zygote (PR_SET_PDEATHSIG),
-and the zygote with its worker.
+The zygote's stdin is one end of a `SOCK_SEQPACKET` socket pair; its owner holds the
+other. With `--listen-fd N` (a listening socket its owner bound) it also serves every
+worker that connects to it: a sweep's driver starts one zygote of each kind for all its
+worker processes. Each order is one message, JSON with the command line the process
+would have been started with, its whole environment and its log, and at most one file
+descriptor (the pipe its stdout goes to, for a service whose ready line the worker reads).
+Each message the zygote sends is one JSON object: `{"ready": true, "environment": E}` once
+its imports are done (E: `--environment`, the digest of the environment it was started
+in), `{"pid": N}` for each order, `{"exit": N, "code": C}` to the connection it was forked
+for when a forked process exits (C as `subprocess` gives it: -S for signal S), `{"error":
+"..."}` for an order it could not fork. A forked process leads its own session and dies
+with the zygote (PR_SET_PDEATHSIG), the zygote with its owner; a worker's connection that
+ends kills what was forked for it, as the worker's own children would die with it.
 
-At end of file on the socket (the worker closed the pool, or went away) the zygote exits
-once its forked processes have.
+At end of file on stdin (the owner closed the pool, or went away) the zygote takes no new
+workers and exits once its workers have left and its forked processes have exited.
 """
 
 from __future__ import annotations
 
+import argparse
 import contextlib
 import ctypes
 import gc
@@ -81,6 +85,7 @@ def _become(order: dict[str, Any], fds: list[int], zygote: int) -> list[str]:
     null = os.open(os.devnull, os.O_RDONLY)
     os.dup2(null, 0)
     os.close(null)
+    os.environ.clear()  # the environment of the process it stands in for
     os.environ.update(order["env"])
     argv: list[str] = order["argv"]
     return argv
@@ -109,82 +114,135 @@ def _run_forked(kind: str, order: dict[str, Any], fds: list[int], zygote: int) -
     os._exit(code)
 
 
-def _reap(sock: socket.socket | None, live: set[int]) -> None:
-    while live:
-        try:
-            pid, status = os.waitpid(-1, os.WNOHANG)
-        except ChildProcessError:
-            live.clear()
-            return
-        if pid == 0:
-            return
-        live.discard(pid)
-        if sock is not None:
-            with contextlib.suppress(OSError):
-                send(sock, {"exit": pid, "code": os.waitstatus_to_exitcode(status)})
+class _Clients:
+    """The connections a zygote serves and which of them each forked process is for."""
+
+    def __init__(self, control: socket.socket) -> None:
+        self.control = control
+        self.socks: dict[int, socket.socket] = {control.fileno(): control}
+        self.owner: dict[int, int] = {}  # forked pid -> its connection's fd
+
+    def live(self, fd: int | None = None) -> set[int]:
+        return {p for p, f in self.owner.items() if fd is None or f == fd}
+
+    def reap(self) -> None:
+        while self.owner:
+            try:
+                pid, status = os.waitpid(-1, os.WNOHANG)
+            except ChildProcessError:
+                self.owner.clear()
+                return
+            if pid == 0:
+                return
+            sock = self.socks.get(self.owner.pop(pid, -1))
+            if sock is not None:
+                with contextlib.suppress(OSError):
+                    send(sock, {"exit": pid, "code": os.waitstatus_to_exitcode(status)})
+
+    def drop(self, sock: socket.socket) -> None:
+        """A worker went away: what was forked for it has no one to stop it or read its
+        exit, so it is killed (as a worker's own children would die with it)."""
+        fd = sock.fileno()
+        for pid in self.live(fd):
+            with contextlib.suppress(ProcessLookupError, PermissionError):
+                os.killpg(pid, signal.SIGKILL)
+            self.owner[pid] = -1  # reaped, never reported
+        del self.socks[fd]
+        sock.close()
 
 
-def serve(kind: str, sock: socket.socket) -> None:
-    """Fork a process per order until end of file, then wait for the forked ones."""
+def serve(
+    kind: str,
+    control: socket.socket,
+    listener: socket.socket | None = None,
+    environment: str = "",
+) -> None:
+    """Fork a process per order from the control connection or any worker that connects
+    to `listener`, until the control connection ends; then wait for the workers to leave
+    and for what was forked to exit."""
     wake_r, wake_w = os.pipe()
     os.set_blocking(wake_r, False)
     os.set_blocking(wake_w, False)
     signal.signal(signal.SIGCHLD, lambda _sig, _frame: None)
     signal.set_wakeup_fd(wake_w)
-    zygote, live = os.getpid(), set[int]()
+    zygote = os.getpid()
+    clients = _Clients(control)
     gc.collect()
     gc.freeze()  # keep the imported heap out of the forked processes' copy-on-write faults
-    send(sock, {"ready": True})
-    while True:
-        readable, _, _ = select.select([sock.fileno(), wake_r], [], [])
+    ready = {"ready": True, "environment": environment}
+    send(control, ready)
+    while len(clients.socks) > 1 or control.fileno() in clients.socks or clients.owner:
+        watched = [*clients.socks, wake_r] + ([listener.fileno()] if listener else [])
+        readable, _, _ = select.select(watched, [], [], 1.0)
         if wake_r in readable:
             with contextlib.suppress(BlockingIOError):
                 while os.read(wake_r, 512):
                     pass
-        _reap(sock, live)
-        if sock.fileno() not in readable:
-            continue
-        try:
-            data, fds, _flags, _addr = socket.recv_fds(sock, MAX_MESSAGE, 1)
-        except OSError:
-            data, fds = b"", []
-        if not data:
-            break
-        try:
-            order = json.loads(data)
-            if threading.active_count() > 1:  # a fork would copy another thread's locks
-                raise RuntimeError(f"{threading.active_count()} threads in the zygote")
-            pid = os.fork()
-        except Exception as exc:
-            for fd in fds:
-                os.close(fd)
-            send(sock, {"error": f"{type(exc).__name__}: {exc}"})
-            continue
-        if pid == 0:
-            signal.set_wakeup_fd(-1)
-            signal.signal(signal.SIGCHLD, signal.SIG_DFL)
-            sock.close()
-            os.close(wake_r)
-            os.close(wake_w)
-            _run_forked(kind, order, fds, zygote)
-        live.add(pid)
-        for fd in fds:
-            os.close(fd)
-        send(sock, {"pid": pid})
-    sock.close()
-    while live:  # the forked processes outlive the worker's pool, not the zygote
-        with contextlib.suppress(InterruptedError):
-            select.select([wake_r], [], [], 1.0)
-        with contextlib.suppress(BlockingIOError):
-            while os.read(wake_r, 512):
-                pass
-        _reap(None, live)
+        clients.reap()
+        if listener is not None and listener.fileno() in readable:
+            with contextlib.suppress(OSError):
+                worker, _ = listener.accept()
+                clients.socks[worker.fileno()] = worker
+                send(worker, ready)
+        for fd in [f for f in readable if f in clients.socks]:
+            sock = clients.socks[fd]
+            try:
+                data, fds, _flags, _addr = socket.recv_fds(sock, MAX_MESSAGE, 1)
+            except OSError:
+                data, fds = b"", []
+            if not data:  # its end closed it
+                if sock is control and listener is not None:
+                    listener.close()  # no new workers once the owner has closed the pool
+                    listener = None
+                if sock is control:
+                    _close_control(clients)
+                else:
+                    clients.drop(sock)
+                continue
+            try:
+                order = json.loads(data)
+                if threading.active_count() > 1:  # a fork would copy another thread's locks
+                    raise RuntimeError(f"{threading.active_count()} threads in the zygote")
+                pid = os.fork()
+            except Exception as exc:
+                for extra in fds:
+                    os.close(extra)
+                with contextlib.suppress(OSError):
+                    send(sock, {"error": f"{type(exc).__name__}: {exc}"})
+                continue
+            if pid == 0:
+                signal.set_wakeup_fd(-1)
+                signal.signal(signal.SIGCHLD, signal.SIG_DFL)
+                for other in clients.socks.values():
+                    other.close()
+                if listener is not None:
+                    listener.close()
+                os.close(wake_r)
+                os.close(wake_w)
+                _run_forked(kind, order, fds, zygote)
+            clients.owner[pid] = fd
+            for extra in fds:
+                os.close(extra)
+            with contextlib.suppress(OSError):
+                send(sock, {"pid": pid})
+
+
+def _close_control(clients: _Clients) -> None:
+    """The owner closed the pool: what it forked outlives the pool, not the zygote (it is
+    still reaped here; its exit has no one to go to)."""
+    fd = clients.control.fileno()
+    del clients.socks[fd]
+    clients.control.close()
 
 
 def main() -> None:
-    kind = sys.argv[1] if len(sys.argv) == 2 else ""
-    if kind not in KINDS:
-        raise SystemExit(f"usage: python -m undobench_gym.services.warm {{{','.join(KINDS)}}}")
+    parser = argparse.ArgumentParser(prog="python -m undobench_gym.services.warm")
+    parser.add_argument("kind", choices=KINDS)
+    parser.add_argument("--listen-fd", type=int, help="also serve workers that connect here")
+    parser.add_argument("--environment", default="", help="told to each connection when ready")
+    args = parser.parse_args()
+    # A listening socket its owner bound (so workers can connect before this starts).
+    listener = socket.socket(fileno=args.listen_fd) if args.listen_fd is not None else None
     # The socket moves off stdin, which a forked process gives to /dev/null.
     try:
         sock = socket.socket(fileno=os.dup(0))
@@ -193,10 +251,10 @@ def main() -> None:
     null = os.open(os.devnull, os.O_RDONLY)
     os.dup2(null, 0)
     os.close(null)
-    for module in PRELOAD[kind]:
+    for module in PRELOAD[args.kind]:
         importlib.import_module(module)
-    with contextlib.suppress(BrokenPipeError, ConnectionResetError):  # the worker went away
-        serve(kind, sock)
+    with contextlib.suppress(BrokenPipeError, ConnectionResetError):  # the owner went away
+        serve(args.kind, sock, listener, args.environment)
 
 
 if __name__ == "__main__":

@@ -22,7 +22,7 @@ from typing import Any
 
 from undobench_gym.contract.errors import UndoBenchError
 from undobench_gym.core.runtime.process import remove_stale_workdirs
-from undobench_gym.core.runtime.warm import WARM
+from undobench_gym.core.runtime.warm import WARM, SharedZygotes
 from undobench_gym.harness.executors.base import (
     INTERRUPTED,
     TIMEOUT,
@@ -123,6 +123,8 @@ class ProcessExecutor:
         self._lost: list[Outcome] = []  # outcomes of lanes lost while submitting
         self.replaced = 0
         self.start_deaths = 0
+        # Started before the workers, so their imports overlap the workers' own.
+        self.zygotes = SharedZygotes.start()
 
     # ---- workers --------------------------------------------------------------------
 
@@ -136,7 +138,11 @@ class ProcessExecutor:
         if first is not None:
             lane, task = first
             early = (lane, task.runtime, task.domain)
-        args = (child, os.getpid(), name, self.max_stacks, self.trial_timeout, self.lanes, early)
+        zygotes = self.zygotes.addresses if self.zygotes is not None else None
+        args = (
+            *(child, os.getpid(), name, self.max_stacks, self.trial_timeout, self.lanes),
+            *(early, zygotes),
+        )
         proc = self.ctx.Process(
             target=worker_entry, args=args, name=f"undobench-{name}", daemon=True
         )
@@ -301,5 +307,8 @@ class ProcessExecutor:
             self._kill(w)
         for s in self._slots:
             s.task = None
+        if self.zygotes is not None:
+            self.zygotes.close()
+            self.zygotes = None
         # A worker SIGKILLed past the deadline could not remove its stacks' workdirs.
         remove_stale_workdirs()

@@ -97,17 +97,20 @@ def worker_entry(
     trial_timeout: float | None,
     lanes: int = 1,
     first: tuple[int, str, str] | None = None,
+    zygotes: dict[str, str] | None = None,
 ) -> None:
     """`first`: (lane, runtime, domain) of the pair the driver is about to send, whose
-    stack starts here, before the worker loads anything for the pair."""
+    stack starts here, before the worker loads anything for the pair. `zygotes`: the
+    driver's, to fork this worker's stacks from (`runtime.warm.SharedZygotes`)."""
     die_with_parent(parent_pid)
+    from undobench_gym.core.runtime.warm import WARM
+
+    WARM.enable()
+    WARM.connect(zygotes)  # else its own, started after its first stack
     early = None
     if first is not None:
         lane, runtime_kind, domain = first
         from undobench_gym.core.runtime import make_runtime
-        from undobench_gym.core.runtime.warm import WARM
-
-        WARM.enable()  # later stacks forked from zygotes, started after the first stack
 
         early = (lane, runtime_kind, Prestart(make_runtime(runtime_kind, domain)))
     try:
