@@ -3,6 +3,7 @@ the schedule simulator (exact on a made-up run, close on a real one)."""
 
 from __future__ import annotations
 
+import dataclasses
 import json
 from pathlib import Path
 
@@ -78,6 +79,14 @@ def test_the_simulator_adds_up_stack_starts_work_and_contention() -> None:
     assert shared["wall_s"] >= simulate(m, 1, 1)["wall_s"]
 
 
+def test_a_worker_process_and_the_driver_pay_their_own_first_stack_start() -> None:
+    m = dataclasses.replace(_model(8, 1.0, 0.5), first_stack_s=1.5, driver_first_stack_s=3.0)
+    assert simulate(m, 1, 4)["wall_s"] == 11.0  # in the driver: new interpreters, 3
+    # worker processes: spawned (1), their first stack forked from the driver's zygotes
+    assert simulate(m, 2, 4)["wall_s"] == 6.5  # 1 + 1.5, then 4 pairs each
+    assert simulate(dataclasses.replace(m, driver_first_stack_s=None), 1, 4)["wall_s"] == 9.5
+
+
 def test_a_sweep_records_its_phases_and_the_simulator_replays_it(tmp_path: Path) -> None:
     trials = expand(["pay-charge-customer", "db-transfer-funds"], None, ["bare", "B0"], [1])
     run_sweep(trials, agent_spec="scripted", runtime="process", out=tmp_path, progress=False,
@@ -94,8 +103,9 @@ def test_a_sweep_records_its_phases_and_the_simulator_replays_it(tmp_path: Path)
         json.loads(line)["pair_id"] for line in (tmp_path / "trials.jsonl").open()
     }
     model = model_from_run(tmp_path, cores=2)
-    # each worker started one stack, its first: cold, from new interpreters
+    # each worker started one stack, its first, forked from the driver's zygotes
     assert model.stack_s == {} and model.first_stack_s and model.u > 0
+    assert model.driver_first_stack_s is None  # no worker ran in the driver
     predicted = simulate(model, 2, 2)["wall_s"]
     assert predicted == pytest.approx(ph["wall_s"], rel=0.5)
     # Calibrated on one worker's run of the same pairs: the cores that run really gave.
@@ -104,5 +114,6 @@ def test_a_sweep_records_its_phases_and_the_simulator_replays_it(tmp_path: Path)
               report=False, workers=1)  # fmt: skip
     tuned = calibrated(tmp_path, alone, cores=2)
     assert tuned.effective_cores is not None and 0 < tuned.effective_cores <= 2
+    assert tuned.driver_first_stack_s == model_from_run(alone, cores=2).first_stack_s
     one = json.loads((alone / "run_meta.json").read_text())["sessions"][-1]["phases"]
     assert simulate(tuned, 1)["wall_s"] == pytest.approx(one["wall_s"], rel=0.5)

@@ -23,6 +23,7 @@ from undobench_gym.core.catalog import find_workflow
 from undobench_gym.core.extras import require
 from undobench_gym.core.pairing import Agent, pair_id
 from undobench_gym.core.records import error_episode
+from undobench_gym.core.runtime.warm import turned_off
 from undobench_gym.core.trials import TrialWriter, read_trials
 from undobench_gym.harness.executors import (
     DEFAULT_LANES,
@@ -287,6 +288,7 @@ def run_sweep(
             lost_nodes: list[dict[str, Any]] = []
             cpu0 = cpu_seconds()
             timeline: Timeline | None = None
+            zygotes: str | None = None
             try:
                 if todo:
                     # From before the executor starts: its start-up is the sweep's.
@@ -307,6 +309,10 @@ def run_sweep(
                     )
                     done = len(tasks) - len(todo)
                     timeline.slots = ex.slots
+                    # Where the stacks were forked from (`core.runtime.warm`): the driver's
+                    # zygotes, each worker's own, or nowhere (every start cold).
+                    zygotes = "off" if turned_off() else "own"
+                    zygotes = "shared" if getattr(ex, "zygotes", None) is not None else zygotes
                     try:
                         with progress_bar(progress, total=len(tasks), done=done) as bar:
                             written = _drive(ex, todo, writer, retry, info, bar, on_trial, timeline)
@@ -326,6 +332,7 @@ def run_sweep(
                     timeline.write(out)
                     # The workers and their services were reaped at close: their CPU is in.
                     usage = {"phases": timeline.phases(), "cpu_s": cpu_seconds() - cpu0}
+                    usage["zygotes"] = zygotes
                 meta.finish(
                     written=written,
                     replaced=replaced,

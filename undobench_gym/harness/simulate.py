@@ -4,10 +4,10 @@ run's pairs through the sweep's own scheduler on a virtual clock.
 From the run (`timeline.jsonl` and `run_meta.json`) the model takes:
 - each pair's work (`wall_s` less its stack start), divided by the run's own CPU
   contention, so that it is what one worker with a core to itself would take;
-- what starting a stack costs: a worker's first (cold: new interpreters; a stack
-  started before its pair came, as a worker process's first is, counts its whole start),
-  and each later one by domain (median; forked from zygotes, `core.runtime.warm`, where
-  the run had them);
+- what starting a stack costs: a worker's first (a worker process's is started before
+  its pair comes and counts its whole start, forked from the driver's zygotes where the
+  run had them; one worker in the driver starts new interpreters), and each later one by
+  domain (median; forked from zygotes, `core.runtime.warm`, where the run had them);
 - what starting a worker costs: its process (none for one worker, which runs in the
   driver) and what its first pair spends beyond the usual loading code and catalogue;
 - `u`, the cores one busy worker keeps busy (the run's CPU time over its busy time).
@@ -52,9 +52,21 @@ class RunModel:
     #: busy worker slows the first before the cores are all busy (a VM's steal, shared
     #: caches, the disk). Known when the model was calibrated on a one-worker run.
     effective_cores: float | None = None
-    #: A worker's first stack start (new interpreters, before its zygotes exist);
-    #: None: as its domain's later starts (a run from before they were kept apart).
+    #: A worker's first stack start (a worker process's: forked from the driver's
+    #: zygotes where the run had them, else new interpreters); None: as its domain's later
+    #: starts (a run from before they were kept apart).
     first_stack_s: float | None = None
+    #: The first stack start of one worker in the driver (new interpreters: it has no
+    #: zygotes yet); None: as a worker process's.
+    driver_first_stack_s: float | None = None
+    #: Interpreters the driver starts beside its worker processes (its shared zygotes),
+    #: whose imports share the cores with the workers' own as they start.
+    zygotes: int = 0
+
+    def starting(self, workers: int, cores: float) -> float:
+        """How much slower a worker process starts when `workers` start at once on `cores`
+        with the driver's zygotes (an interpreter importing keeps a core busy)."""
+        return max(1.0, (workers + self.zygotes) / cores)
 
     def stack_cost(self, key: StackKey) -> float:
         """A later start of this stack (the median of other domains' where the run had
@@ -87,6 +99,7 @@ def model_from_run(run_dir: Path, cores: int | None = None, session: int = -1) -
     slowed = contention(slots, u, cores)
     firsts = _firsts(attempts)
     first_ids = {a.pair_id for a in firsts.values()}
+    zygotes = 2 if info.get("zygotes") == "shared" and slots > 1 else 0
     starts: dict[str, list[float]] = {}
     cold: list[float] = []
     for a in attempts:
@@ -109,7 +122,8 @@ def model_from_run(run_dir: Path, cores: int | None = None, session: int = -1) -
     spawns, warmups = [], []
     for a in firsts.values():
         usual = typical[a.task["domain"]]
-        spawned = (a.done_s - a.submitted_s - a.wall_s - handoff) / slowed if slots > 1 else 0.0
+        spawned = a.done_s - a.submitted_s - a.wall_s - handoff
+        spawned = spawned / max(1.0, (slots + zygotes) / cores) if slots > 1 else 0.0
         spawns.append(max(0.0, spawned))
         warmups.append(max(0.0, work[a.pair_id] - usual))
         work[a.pair_id] = usual
@@ -118,10 +132,12 @@ def model_from_run(run_dir: Path, cores: int | None = None, session: int = -1) -
         work_s=work,
         stack_s={d: statistics.median(v) for d, v in starts.items()},
         first_stack_s=statistics.median(cold) if cold else None,
+        driver_first_stack_s=statistics.median(cold) if cold and slots == 1 else None,
         spawn_s=statistics.median(spawns),
         warmup_s=statistics.median(warmups),
         handoff_s=handoff,
         u=u,
+        zygotes=zygotes,
     )
 
 
@@ -143,12 +159,21 @@ def calibrated(run_dir: Path, single_dir: Path, cores: int | None = None) -> Run
     slowed = sum(raw[p] for p in common) / sum(alone.work_s[p] for p in common)
     workers = len({a.slot for a in attempts})
     effective = workers * alone.u / slowed if slowed > 1.0 else float(cores)
+    model_slowed = contention(workers, model.u, cores)  # what model_from_run divided by
     return RunModel(
         tasks=model.tasks,
         work_s={p: alone.work_s.get(p, w) for p, w in model.work_s.items()},
         stack_s=alone.stack_s or model.stack_s,
-        first_stack_s=alone.first_stack_s or model.first_stack_s,
+        # A worker process's first start is the several-worker run's own (it may fork
+        # from the driver's zygotes), as slowed there; one in the driver, the other run's.
+        first_stack_s=(
+            model.first_stack_s * model_slowed / max(1.0, slowed)
+            if model.first_stack_s
+            else alone.first_stack_s
+        ),
+        driver_first_stack_s=alone.driver_first_stack_s,
         spawn_s=model.spawn_s,
+        zygotes=model.zygotes,
         warmup_s=model.warmup_s,
         handoff_s=model.handoff_s,
         u=alone.u,
@@ -180,7 +205,7 @@ def simulate(
     peak = 1.0
     # One worker runs in the driver: no process to start, only the first pair's loading.
     spawn = (model.spawn_s if spawn_s is None else spawn_s) if workers > 1 else 0.0
-    spawn += model.warmup_s
+    spawn *= model.starting(workers, cores) if workers > 1 else 1.0
     queue = Scheduler(model.tasks)
     free = [0.0] * workers  # when each slot is next free
     held: list[OrderedDict[StackKey, None]] = [OrderedDict() for _ in range(workers)]
@@ -214,7 +239,7 @@ def simulate(
         t = now + model.handoff_s
         first = not started[slot]
         if first:
-            t += spawn * slow
+            t += spawn + model.warmup_s * slow
             started[slot] = True
         key = task.stack_key
         stack = 0.0
@@ -224,7 +249,10 @@ def simulate(
             while len(held[slot]) >= max_stacks:
                 held[slot].popitem(last=False)
             held[slot][key] = None
-            cost = model.first_stack_s if first and model.first_stack_s else None
+            cost = None
+            if first:
+                driver = workers == 1 and model.driver_first_stack_s
+                cost = model.driver_first_stack_s if driver else model.first_stack_s
             stack = (cost or model.stack_cost(key)) * slow
             if first and workers > 1:
                 # A worker process starts its first pair's stack while it loads for the

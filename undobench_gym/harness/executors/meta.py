@@ -105,8 +105,11 @@ class RunMeta:
         phases: dict[str, Any] | None = None,
         cpu_s: float | None = None,
         node_losses: list[dict[str, Any]] | None = None,
+        zygotes: str | None = None,
     ) -> None:
-        """`phases`: start-up, steady state and tail (`executors.timeline`); `cpu_s`: the
+        """`zygotes`: where the stacks were forked from (`shared`: the driver's zygotes,
+        `own`: each worker's, `off`); `phases`: start-up, steady state and tail
+        (`executors.timeline`); `cpu_s`: the
         CPU time of the driver and everything it started, for CPU per pair and cores busy;
         `node_losses`: the cluster nodes that died during the session and what they took
         (`ray_actors.NodeLoss`)."""
@@ -127,6 +130,8 @@ class RunMeta:
             )
         if phases:
             session["phases"] = phases
+        if zygotes:
+            session["zygotes"] = zygotes
         if node_losses:
             session["node_losses"] = node_losses
         self.data["counts"] = retry_counts(trials)
