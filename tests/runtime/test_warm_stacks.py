@@ -206,6 +206,16 @@ def test_shared_zygotes_serve_every_worker_and_kill_what_a_lost_worker_left() ->
         assert procs[1].poll() is None  # the other worker's stays, and its exit is reported
         os.kill(procs[1].pid, signal.SIGKILL)
         assert procs[1].wait(timeout=10) == -signal.SIGKILL
+        # its owner's end closed: the zygote takes no new worker, but serves the one left
+        owner = next(z for z in shared.zygotes if z.kind == "proxy")
+        owner.sock.shutdown(socket.SHUT_RDWR)
+        with pytest.raises(OSError):
+            Zygote("proxy", address=shared.addresses["proxy"])
+        again = b.fork(["--listen-host", "127.0.0.1", "--listen-port", "0", "--mode",
+                        f"reverse:http://127.0.0.1:{port}/"], {}, log, False)  # fmt: skip
+        assert again is not None and again.poll() is None
+        again.kill()
+        assert again.wait(timeout=10) == -signal.SIGKILL
         b.close()
     finally:
         shared.close()

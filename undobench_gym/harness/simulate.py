@@ -64,9 +64,7 @@ class RunModel:
     zygotes: int = 0
 
     def starting(self, workers: int, cores: float) -> float:
-        """How much slower a worker process starts when `workers` start at once on `cores`
-        with the driver's zygotes (an interpreter importing keeps a core busy)."""
-        return max(1.0, (workers + self.zygotes) / cores)
+        return starting(workers, self.zygotes, cores)
 
     def stack_cost(self, key: StackKey) -> float:
         """A later start of this stack (the median of other domains' where the run had
@@ -76,6 +74,12 @@ class RunModel:
         else:
             default = self.first_stack_s or 2.0
         return self.stack_s.get(key[0], default)
+
+
+def starting(workers: int, zygotes: int, cores: float) -> float:
+    """How much slower a worker process starts when `workers` start at once on `cores`
+    beside the driver's `zygotes` (an interpreter importing keeps a core busy)."""
+    return max(1.0, (workers + zygotes) / cores)
 
 
 def contention(workers: int, u: float, cores: float) -> float:
@@ -123,7 +127,7 @@ def model_from_run(run_dir: Path, cores: int | None = None, session: int = -1) -
     for a in firsts.values():
         usual = typical[a.task["domain"]]
         spawned = a.done_s - a.submitted_s - a.wall_s - handoff
-        spawned = spawned / max(1.0, (slots + zygotes) / cores) if slots > 1 else 0.0
+        spawned = spawned / starting(slots, zygotes, cores) if slots > 1 else 0.0
         spawns.append(max(0.0, spawned))
         warmups.append(max(0.0, work[a.pair_id] - usual))
         work[a.pair_id] = usual

@@ -19,7 +19,7 @@ with the zygote (PR_SET_PDEATHSIG), the zygote with its owner; a worker's connec
 ends kills what was forked for it, as the worker's own children would die with it.
 
 At end of file on stdin (the owner closed the pool, or went away) the zygote takes no new
-workers and exits once its workers have left and its forked processes have exited.
+workers, and exits once its workers have left and what it forked has exited.
 """
 
 from __future__ import annotations
@@ -118,12 +118,8 @@ class _Clients:
     """The connections a zygote serves and which of them each forked process is for."""
 
     def __init__(self, control: socket.socket) -> None:
-        self.control = control
         self.socks: dict[int, socket.socket] = {control.fileno(): control}
         self.owner: dict[int, int] = {}  # forked pid -> its connection's fd
-
-    def live(self, fd: int | None = None) -> set[int]:
-        return {p for p, f in self.owner.items() if fd is None or f == fd}
 
     def reap(self) -> None:
         while self.owner:
@@ -140,10 +136,11 @@ class _Clients:
                     send(sock, {"exit": pid, "code": os.waitstatus_to_exitcode(status)})
 
     def drop(self, sock: socket.socket) -> None:
-        """A worker went away: what was forked for it has no one to stop it or read its
-        exit, so it is killed (as a worker's own children would die with it)."""
+        """A connection ended (its worker died, or closed it with nothing forked alive):
+        what was forked for it has no one to stop it or read its exit, so it is killed,
+        as that process's own children would die with it."""
         fd = sock.fileno()
-        for pid in self.live(fd):
+        for pid in [p for p, f in self.owner.items() if f == fd]:
             with contextlib.suppress(ProcessLookupError, PermissionError):
                 os.killpg(pid, signal.SIGKILL)
             self.owner[pid] = -1  # reaped, never reported
@@ -158,8 +155,7 @@ def serve(
     environment: str = "",
 ) -> None:
     """Fork a process per order from the control connection or any worker that connects
-    to `listener`, until the control connection ends; then wait for the workers to leave
-    and for what was forked to exit."""
+    to `listener`, until every connection has ended and what was forked has exited."""
     wake_r, wake_w = os.pipe()
     os.set_blocking(wake_r, False)
     os.set_blocking(wake_w, False)
@@ -171,7 +167,7 @@ def serve(
     gc.freeze()  # keep the imported heap out of the forked processes' copy-on-write faults
     ready = {"ready": True, "environment": environment}
     send(control, ready)
-    while len(clients.socks) > 1 or control.fileno() in clients.socks or clients.owner:
+    while clients.socks or clients.owner:
         watched = [*clients.socks, wake_r] + ([listener.fileno()] if listener else [])
         readable, _, _ = select.select(watched, [], [], 1.0)
         if wake_r in readable:
@@ -194,10 +190,7 @@ def serve(
                 if sock is control and listener is not None:
                     listener.close()  # no new workers once the owner has closed the pool
                     listener = None
-                if sock is control:
-                    _close_control(clients)
-                else:
-                    clients.drop(sock)
+                clients.drop(sock)
                 continue
             try:
                 order = json.loads(data)
@@ -225,14 +218,6 @@ def serve(
                 os.close(extra)
             with contextlib.suppress(OSError):
                 send(sock, {"pid": pid})
-
-
-def _close_control(clients: _Clients) -> None:
-    """The owner closed the pool: what it forked outlives the pool, not the zygote (it is
-    still reaped here; its exit has no one to go to)."""
-    fd = clients.control.fileno()
-    del clients.socks[fd]
-    clients.control.close()
 
 
 def main() -> None:

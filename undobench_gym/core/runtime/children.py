@@ -273,21 +273,30 @@ class Child:
             self.proc.stdout.close()
 
 
+def exited(pid: int) -> bool:
+    """Whether `pid` has exited: gone, or a zombie whose files are closed."""
+    fields = _stat_fields(pid)
+    return not fields or fields[0] in ("Z", "X")
+
+
 def _wait_exited(pid: int, timeout: float) -> None:
-    """Until `pid` has exited (gone, or a zombie whose files are closed) or `timeout`."""
+    """Until `pid` has exited or `timeout`."""
     deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        fields = _stat_fields(pid)
-        if not fields or fields[0] in ("Z", "X"):
-            return
+    while time.monotonic() < deadline and not exited(pid):
         time.sleep(0.002)
+
+
+def stack_environment(extra: dict[str, str] | None = None) -> dict[str, str]:
+    """A stack process's environment: this process's, unbuffered, marked as a stack
+    process, and `extra` on top (a stack's token: never on the command line, which any
+    local user can read)."""
+    return {**os.environ, "PYTHONUNBUFFERED": "1", STACK_PROCESS_ENV: "1", **(extra or {})}
 
 
 def spawn(
     cmd: list[str], log: Path, capture_stdout: bool, env: dict[str, str] | None = None
 ) -> subprocess.Popen[bytes]:
-    """`env`: variables on top of this process's (a stack's token: never on the command
-    line, which any local user can read)."""
+    """`env`: variables on top of this process's (`stack_environment`)."""
     with log.open("ab") as err:
         return SPAWNER.popen(
             cmd,
@@ -296,7 +305,7 @@ def spawn(
             stderr=err,
             start_new_session=True,
             preexec_fn=_die_with_parent,
-            env={**os.environ, "PYTHONUNBUFFERED": "1", STACK_PROCESS_ENV: "1", **(env or {})},
+            env=stack_environment(env),
         )
 
 

@@ -42,16 +42,19 @@ import time
 from pathlib import Path
 from typing import IO, Any
 
-from undobench_gym import STACK_PROCESS_ENV
-from undobench_gym.core.runtime.children import READY_TIMEOUT_S, SPAWNER, _die_with_parent
+from undobench_gym.core.runtime.children import (
+    READY_TIMEOUT_S,
+    SPAWNER,
+    _die_with_parent,
+    exited,
+    stack_environment,
+)
 
 ENV_VAR = "UNDOBENCH_WARM_STACKS"
 KINDS = ("service", "proxy")
 #: How long an order waits for the zygote's answer before the stack starts cold.
 ORDER_TIMEOUT_S = 10.0
 _MAX_MESSAGE = 1 << 16
-
-
 #: The longest socket path a Unix socket can bind (108 bytes with its terminator).
 _MAX_SOCKET_PATH = 100
 
@@ -71,14 +74,6 @@ def environment_digest() -> str:
     env = sorted((k, v) for k, v in os.environ.items() if k not in _VOLATILE)
     state = json.dumps([env, os.getcwd()])
     return hashlib.sha256(state.encode()).hexdigest()
-
-
-def _exited(pid: int) -> bool:
-    try:
-        state = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0]
-    except (OSError, IndexError):
-        return True
-    return state in ("Z", "X")
 
 
 class Zygote:
@@ -116,7 +111,7 @@ class Zygote:
                     stderr=subprocess.DEVNULL,  # each forked process writes to its stack's log
                     start_new_session=True,
                     preexec_fn=_die_with_parent,
-                    env={**os.environ, "PYTHONUNBUFFERED": "1", STACK_PROCESS_ENV: "1"},
+                    env=stack_environment(),
                 )
             except BaseException:
                 ours.close()
@@ -203,7 +198,7 @@ class Zygote:
                 return None
         # The zygote is gone (killed): so are the processes it forked (their death
         # signal), reaped by init, their status lost; SIGTERM is what they were sent.
-        return -signal.SIGTERM if _exited(pid) else None
+        return -signal.SIGTERM if exited(pid) else None
 
     def wait_code(self, pid: int, timeout: float) -> int | None:
         deadline = time.monotonic() + timeout
@@ -304,8 +299,7 @@ class WarmPool:
                     del self._zygotes[kind]  # the next fill starts one afresh
             zygote.close()
             return None
-        whole = {**os.environ, "PYTHONUNBUFFERED": "1", STACK_PROCESS_ENV: "1", **env}
-        proc = zygote.fork(argv, whole, log, capture_stdout)
+        proc = zygote.fork(argv, stack_environment(env), log, capture_stdout)
         if proc is not None:
             with self._lock:
                 self.taken += 1

@@ -116,8 +116,9 @@ class Scheduler:
     def observe(self, pair_id: str, wall_s: float, stack_s: float, first: bool = False) -> None:
         """A finished pair's measured time: the costs are rescaled to what this sweep's
         pairs take (the median ratio over the recent ones), and stack starts to theirs.
-        `first`: the pair was its worker's first, whose stack start (new interpreters,
-        before the worker's zygotes) says nothing of what joining another stack costs."""
+        `first`: the pair was its worker's first, whose stack start (new interpreters, or
+        a fork from a zygote still importing) says nothing of what joining another stack
+        costs."""
         cost = self.cost.get(pair_id)
         if cost:
             self._ratios.append(max(0.0, wall_s - stack_s) / cost)
